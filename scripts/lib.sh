@@ -1,0 +1,50 @@
+# Shared helpers for the provisioning scripts. Sourced, never run.
+# shellcheck shell=bash
+
+# Everything heavy lives outside the repository, keyed by what produced it.
+NVPM_CACHE=${NVPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs}
+# The trixie root; bump the suffix when its layout changes. Packages are
+# added to it incrementally (ensure_packages), so the list may grow freely.
+CHROOT=$NVPM_CACHE/trixie-v1
+CHROOT_PACKAGES="make gcc-14 gcc bc bison flex libssl-dev libelf-dev python3 kmod cpio \
+xz-utils zstd dwarves rustc rust-src rustfmt rust-clippy bindgen libclang1-19 libclang-19-dev \
+llvm-19 qemu-system-x86 busybox-static file binutils ca-certificates"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The Debian archive URIs come from the machine's apt sources, never from this repo.
+apt_uri() { # $1 = last path component to match: "debian" or "debian-security"
+	local f u
+	for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		u=$(sed -n -e 's/^URIs:[[:space:]]*//p' -e 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' "$f" |
+			tr ' ' '\n' | grep -E "/$1/?\$" | head -n1)
+		[ -n "$u" ] && { printf '%s\n' "${u%/}"; return 0; }
+	done
+	return 1
+}
+
+# Re-executes the calling script in a private mount namespace, so that the
+# chroot's mounts vanish with it: nothing to clean up, no shared state
+# between concurrent runs, and deleting the cache can never reach a mount.
+enter_private_namespace() { # "$@" of the caller
+	if [ -z "${NVPM_IN_NS:-}" ]; then
+		NVPM_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
+	fi
+}
+
+# Mounts what the chroot needs: proc, a private devpts, the repo at /src.
+chroot_mount() { # $1 = repo dir (optional)
+	mount -t proc proc "$CHROOT/proc"
+	mkdir -p "$CHROOT/dev/pts" "$CHROOT/src"
+	mount -t devpts -o newinstance,ptmxmode=0666 devpts "$CHROOT/dev/pts"
+	[ -z "${1:-}" ] || mount --bind "$1" "$CHROOT/src"
+}
+
+# Runs a command inside the chroot with a clean environment (the host's rustup
+# toolchain must never leak into the kernel build).
+in_chroot() {
+	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb \
+		LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Provisions what `make` needs on a fresh machine, caching it outside the repo:
+#   1. a Debian trixie root with the toolchain that built Debian's 7.3 kernel;
+#   2. the current trixie-backports 7.3 kernel (source, headers, binary, modules);
+#   3. a Rust-capable KDIR prepared from it.
+# Writes $NVPM_CACHE/kernel.env describing what it used. KERNEL_VERSION pins
+# another linux-source-7.3 package version (e.g. 7.3.4-1~bpo13+1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+[ "$(id -u)" = 0 ] || die "provisioning needs root (debootstrap, chroot, mount)"
+mkdir -p "$NVPM_CACHE"
+enter_private_namespace "$@"
+exec 9>"$NVPM_CACHE/.lock"
+flock 9
+
+ensure_chroot() {
+	[ -e "$CHROOT/.complete" ] && return 0
+	local mirror security t0=$SECONDS
+	mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
+	security=$(apt_uri debian-security) || security=""
+	if ! command -v debootstrap >/dev/null; then
+		log "installing debootstrap on the host"
+		apt-get -o DPkg::Lock::Timeout=900 update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq debootstrap >/dev/null
+	fi
+	rm -rf "$CHROOT"
+	log "debootstrap trixie into $CHROOT (about 1 minute)"
+	debootstrap --variant=minbase --include=ca-certificates trixie "$CHROOT" "$mirror" >"$NVPM_CACHE/debootstrap.log" 2>&1 ||
+		die "debootstrap failed, see $NVPM_CACHE/debootstrap.log"
+	{
+		echo "deb $mirror trixie main"
+		echo "deb $mirror trixie-updates main"
+		[ -n "$security" ] && echo "deb $security trixie-security main"
+		echo "deb $mirror trixie-backports main"
+	} >"$CHROOT/etc/apt/sources.list"
+	cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+	touch "$CHROOT/.complete"
+	log "chroot bootstrapped in $((SECONDS - t0)) s"
+}
+
+# Installs whatever of CHROOT_PACKAGES the root does not have yet.
+ensure_packages() {
+	local missing p
+	missing=$(for p in $CHROOT_PACKAGES; do
+		in_chroot dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
+	done)
+	[ -n "$missing" ] || return 0
+	log "installing in the chroot: $(echo $missing)"
+	in_chroot apt-get -o DPkg::Lock::Timeout=900 update -qq
+	touch "$CHROOT/var/lib/apt/lists/.nvpm-updated"
+	# shellcheck disable=SC2086 # word splitting of the package list is intended
+	in_chroot apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $missing \
+		>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get install failed, see $NVPM_CACHE/apt.log"
+}
+
+# Picks the linux-source-7.3 version (newest in trixie-backports unless pinned)
+# and derives the ABI name of the matching binary packages.
+resolve_kernel() {
+	local stamp=$CHROOT/var/lib/apt/lists/.nvpm-updated
+	if [ -z "$(find "$stamp" -mmin -1440 2>/dev/null)" ]; then
+		log "refreshing the chroot's package lists"
+		if in_chroot apt-get -o DPkg::Lock::Timeout=900 update -qq; then touch "$stamp"; else
+			log "warning: apt-get update failed; using the lists already there"
+		fi
+	fi
+	if [ -n "${KERNEL_VERSION:-}" ]; then
+		KPKGVER=$KERNEL_VERSION
+	else
+		KPKGVER=$(in_chroot apt-cache madison linux-source-7.3 | awk -F'|' '$3 ~ /backports/ {gsub(/ /,"",$2); print $2}' |
+			sort -V | tail -n1)
+	fi
+	[ -n "$KPKGVER" ] || die "no linux-source-7.3 in trixie-backports"
+	local upstream=${KPKGVER%%-*}
+	KABI=$upstream+deb13
+	KREL=$KABI-amd64
+	in_chroot apt-cache madison "linux-headers-$KREL" | grep -qF "| $KPKGVER |" ||
+		die "linux-headers-$KREL $KPKGVER not found next to linux-source-7.3 $KPKGVER"
+	log "kernel: linux-source-7.3 $KPKGVER, release $KREL"
+}
+
+config_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$2"; }
+
+# Refuses a toolchain that differs from the one the kernel's config names.
+check_toolchain() { # $1 = .config
+	local want have
+	want=$(config_text CONFIG_RUSTC_VERSION_TEXT "$1")
+	have=$(in_chroot rustc --version)
+	[ "$want" = "$have" ] || die "rustc mismatch: kernel built with '$want', chroot has '$have'"
+	want=$(config_text CONFIG_BINDGEN_VERSION_TEXT "$1")
+	have=$(in_chroot bindgen --version)
+	[ "$want" = "$have" ] || die "bindgen mismatch: kernel built with '$want', chroot has '$have'"
+	want=$(config_text CONFIG_CC_VERSION_TEXT "$1")
+	have=$(in_chroot x86_64-linux-gnu-gcc-14 --version | head -n1)
+	[ "$want" = "$have" ] || die "CC mismatch: kernel built with '$want', chroot has '$have'"
+}
+
+ensure_kdir() {
+	local key dir
+	key=$(printf '%s %s' "$KPKGVER" "$(in_chroot rustc --version) $(in_chroot bindgen --version)" | sha256sum | cut -c1-10)
+	KROOT=/kernels/$KREL-$key
+	dir=$CHROOT$KROOT
+	if [ -e "$dir/.complete" ]; then return 0; fi
+	local t0=$SECONDS
+	rm -rf "$dir"
+	mkdir -p "$dir/debs" "$dir/pkg"
+	log "downloading Debian's $KREL packages"
+	in_chroot sh -c "cd $KROOT/debs && apt-get download -qq -o APT::Sandbox::User=root linux-source-7.3=$KPKGVER \
+		linux-binary-$KREL=$KPKGVER linux-modules-$KREL=$KPKGVER linux-headers-$KREL=$KPKGVER \
+		linux-headers-$KABI-common=$KPKGVER linux-kbuild-$KABI=$KPKGVER" ||
+		die "apt-get download of the $KPKGVER kernel packages failed"
+	local d
+	for d in "$dir"/debs/*.deb; do dpkg-deb -x "$d" "$dir/pkg"; done
+	log "unpacking linux-source-7.3 (about 15 s)"
+	tar -xf "$dir"/pkg/usr/src/linux-source-7.3.tar.* -C "$dir"
+	rm -f "$dir"/pkg/usr/src/linux-source-7.3.tar.*
+	local hdr=$dir/pkg/usr/src/linux-headers-$KREL
+	check_toolchain "$hdr/.config"
+	cp "$hdr/.config" "$dir/linux-source-7.3/.config"
+	local kmake="make -C $KROOT/linux-source-7.3 ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+	in_chroot $kmake -s olddefconfig
+	cmp -s "$hdr/.config" "$dir/linux-source-7.3/.config" ||
+		die "olddefconfig changed Debian's .config: the chroot's toolchain does not match $KREL"
+	log "modules_prepare: building the kernel's Rust crates (2-3 minutes)"
+	in_chroot $kmake -j"$(nproc)" modules_prepare 2>&1 | grep --line-buffered -v 'Failed to run rustfmt' |
+		while IFS= read -r line; do printf '  [%4ds] %s\n' "$((SECONDS - t0))" "$line"; done
+	[ "${PIPESTATUS[0]}" = 0 ] || die "modules_prepare failed"
+	cp "$hdr/Module.symvers" "$hdr/vmlinux" "$dir/linux-source-7.3/"
+	touch "$dir/.complete"
+	log "KDIR ready in $((SECONDS - t0)) s"
+}
+
+write_env() {
+	local dir=$CHROOT$KROOT
+	cat >"$NVPM_CACHE/kernel.env.tmp" <<EOT
+# Written by scripts/provision.sh: the kernel this build used.
+KPKGVER="$KPKGVER"
+KREL="$KREL"
+KROOT="$KROOT"
+KDIR_CHROOT="$KROOT/linux-source-7.3"
+KDIR_HOST="$dir/linux-source-7.3"
+VMLINUZ="$dir/pkg/usr/lib/modules/$KREL/vmlinuz"
+DEBIAN_MODULES="$dir/pkg/usr/lib/modules/$KREL"
+KMAKE_FLAGS="ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+CHROOT="$CHROOT"
+EOT
+	mv "$NVPM_CACHE/kernel.env.tmp" "$NVPM_CACHE/kernel.env"
+}
+
+ensure_chroot
+chroot_mount
+ensure_packages
+resolve_kernel
+ensure_kdir
+write_env

@@ -1,0 +1,30 @@
+# Assertions for guest scenarios (busybox sh). Each prints one result line
+# that tests/guest/run.sh counts.
+# shellcheck shell=sh
+
+pass() { echo "NVPM-RESULT PASS $SCENARIO/$1"; }
+fail() { echo "NVPM-RESULT FAIL $SCENARIO/$1 $2"; }
+
+# expect_eq NAME EXPECTED ACTUAL
+expect_eq() {
+	if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi
+}
+
+# expect_ok NAME CMD...: the command succeeds.
+expect_ok() {
+	n=$1; shift
+	if out=$("$@" 2>&1); then pass "$n"; else fail "$n" "'$*' failed: $out"; fi
+}
+
+# expect_fail NAME CMD...: the command fails.
+expect_fail() {
+	n=$1; shift
+	if out=$("$@" 2>&1); then fail "$n" "'$*' succeeded: $out"; else pass "$n"; fi
+}
+
+# expect_dmesg NAME PATTERN: the kernel log has a line matching PATTERN.
+expect_dmesg() {
+	if dmesg | grep -qE "$2"; then pass "$1"; else fail "$1" "no dmesg line matches '$2'"; fi
+}
+
+loaded() { [ -d "/sys/module/$1" ]; }

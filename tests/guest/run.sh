@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Guest test runner (runs inside the trixie root, repo at /src).
+# Builds an initramfs (busybox, the real kmod, a depmod'ed /lib/modules with
+# Debian's ib_core and our modules), boots Debian's own vmlinuz in QEMU (TCG),
+# runs tests/guest/scenarios/*.sh inside, and reads results from the serial log.
+# Any WARN, BUG, Oops, KASAN report or "Unknown symbol" in dmesg is a failure.
+#
+# Env: KREL, VMLINUZ, DEBIAN_MODULES (from kernel.env); GUEST_SCENARIOS to pick
+# scenarios (glob, default all); GUEST_TIMEOUT seconds (default 600);
+# GUEST_EXTRA_KO space-separated extra .ko files for /lib/modules/.../extra.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
+OUT=${GUEST_OUT:-build/guest}
+ROOT=$OUT/initramfs
+LOG=$OUT/serial.log
+rm -rf "$ROOT" && mkdir -p "$ROOT"/{etc,proc,sys,dev,tmp,run,tests,usr/bin,usr/sbin,usr/lib/modules,usr/lib64}
+for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done # merged /usr, as in trixie
+
+# busybox and the real kmod (with the libraries it links).
+cp /bin/busybox "$ROOT/usr/bin/busybox"
+cp /usr/bin/kmod "$ROOT/usr/bin/kmod"
+for lib in $(ldd /usr/bin/kmod | awk '/=>/ {print $3} /ld-linux/ {print $1}'); do
+	lib=$(readlink -f "$lib") && mkdir -p "$ROOT$(dirname "$lib")" && cp "$lib" "$ROOT$lib"
+done
+for t in modprobe insmod rmmod lsmod modinfo depmod; do ln -sf /usr/bin/kmod "$ROOT/usr/sbin/$t"; done
+
+# Debian's modules.dep, computed once per kernel tree.
+[ -s "$DEBIAN_MODULES/modules.dep" ] || depmod -b "${DEBIAN_MODULES%/lib/modules/*}" "$KREL" 2>/dev/null
+MODDIR=$ROOT/usr/lib/modules/$KREL
+mkdir -p "$MODDIR/extra"
+touch "$MODDIR"/modules.order "$MODDIR"/modules.builtin "$MODDIR"/modules.builtin.modinfo
+# Debian's real ib_core and everything it needs.
+need=$(awk -F: '$1 ~ /\/ib_core\.ko/ {print $1 $2}' "$DEBIAN_MODULES/modules.dep")
+for m in $need; do mkdir -p "$MODDIR/$(dirname "$m")" && cp "$DEBIAN_MODULES/$m" "$MODDIR/$m"; done
+cp nvidia_peermem.ko "$MODDIR/extra/"
+for ko in ${GUEST_EXTRA_KO:-}; do cp "$ko" "$MODDIR/extra/"; done
+depmod -b "$ROOT" "$KREL"
+
+# Scenarios and what they compare against.
+cp tests/guest/lib.sh "$ROOT/tests/lib.sh"
+for s in tests/guest/scenarios/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+cat VERSION >"$ROOT/tests/expected-version"
+cp tests/guest/init "$ROOT/init"
+chmod +x "$ROOT/init"
+(cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$OUT/initramfs.cpio.gz"
+
+echo "guest: booting $KREL (TCG), scenarios: $(cd "$ROOT/tests" && ls [0-9]*.sh | wc -l)"
+rm -f "$LOG"
+t0=$SECONDS
+timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2 \
+	-nographic -no-reboot -serial "file:$LOG" -monitor none \
+	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
+	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic" >"$OUT/qemu.out" 2>&1 || true
+echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
+
+tr -d '\r' <"$LOG" >"$LOG.txt"
+grep -E '^NVPM-RESULT ' "$LOG.txt" | sed 's/^NVPM-RESULT /  /' || true
+pass=$(grep -c '^NVPM-RESULT PASS ' "$LOG.txt" || true)
+fail=$(grep -c '^NVPM-RESULT FAIL ' "$LOG.txt" || true)
+if ! grep -q '^NVPM-DONE' "$LOG.txt"; then
+	echo "  FAIL guest/completed: the guest did not finish (crash or timeout); tail of the log:"
+	tail -n 30 "$LOG.txt" | sed 's/^/    /'
+	fail=$((fail + 1))
+else
+	pass=$((pass + 1))
+fi
+# dmesg of the whole run, dumped by init between markers.
+sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$LOG.txt" >"$OUT/dmesg.txt"
+bad=$(grep -E 'WARNING:|BUG:|Oops|KASAN|Unknown symbol|general protection|kernel BUG|UBSAN|possible circular locking|kmemleak:.*new suspected' "$LOG.txt" || true)
+if [ -n "$bad" ]; then
+	echo "  FAIL guest/dmesg-clean:"
+	printf '%s\n' "$bad" | head -n 20 | sed 's/^/    /'
+	fail=$((fail + 1))
+else
+	echo "  PASS guest/dmesg-clean"
+	pass=$((pass + 1))
+fi
+grep -m1 'Linux version' "$OUT/dmesg.txt" | sed 's/^\[[^]]*\] /guest: /' || true
+echo "GUEST-SUMMARY $pass passed, $fail failed"
+[ "$fail" = 0 ]

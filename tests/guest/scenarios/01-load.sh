@@ -1,0 +1,33 @@
+# The module loads by both names, shows its version and parameters, refuses
+# bad parameter values, and unloads cleanly.
+. /tests/lib.sh
+M=/sys/module/nvidia_peermem
+V=$(cat /tests/expected-version)
+
+expect_ok modprobe-dash modprobe nvidia-peermem
+expect_eq version "$V" "$(cat $M/version 2>&1)"
+expect_dmesg banner "nvidia_peermem: version $V loaded"
+expect_eq persistent-default 1 "$(cat $M/parameters/persistent_api_support 2>&1)"
+expect_eq peerdirect-default 0 "$(cat $M/parameters/peerdirect_support 2>&1)"
+expect_eq persistent-mode 444 "$(stat -c %a $M/parameters/persistent_api_support 2>&1)"
+expect_eq peerdirect-mode 444 "$(stat -c %a $M/parameters/peerdirect_support 2>&1)"
+expect_eq version-mode 444 "$(stat -c %a $M/version 2>&1)"
+expect_fail param-read-only sh -c "echo 0 > $M/parameters/persistent_api_support"
+expect_eq taint-only-OE "(OE)" "$(sed -n 's/^nvidia_peermem .* \(([A-Z]*)\)$/\1/p' /proc/modules)"
+expect_ok rmmod rmmod nvidia_peermem
+if loaded nvidia_peermem; then fail unloaded "still in /sys/module"; else pass unloaded; fi
+expect_dmesg unload-line "nvidia_peermem: unloaded"
+
+expect_ok modprobe-underscore modprobe nvidia_peermem
+expect_ok rmmod-2 rmmod nvidia_peermem
+
+expect_ok modprobe-params modprobe nvidia_peermem persistent_api_support=0 peerdirect_support=1
+expect_eq persistent-set 0 "$(cat $M/parameters/persistent_api_support 2>&1)"
+expect_eq peerdirect-set 1 "$(cat $M/parameters/peerdirect_support 2>&1)"
+expect_ok rmmod-3 rmmod nvidia_peermem
+
+for bad in persistent_api_support=2 persistent_api_support=-1 peerdirect_support=abc peerdirect_support=7; do
+	expect_fail "refused-$bad" modprobe nvidia_peermem "$bad"
+	if loaded nvidia_peermem; then fail "not-loaded-$bad" "loaded anyway"; rmmod nvidia_peermem; else pass "not-loaded-$bad"; fi
+	expect_dmesg "message-$bad" "nvidia_peermem: invalid value '${bad#*=}' for parameter ${bad%%=*}"
+done
