@@ -17,14 +17,18 @@ PEER_MEM_H ?= $(firstword $(wildcard \
 	/usr/src/ofa_kernel/$(OFA_ARCH)/$(KREL)/include/rdma/peer_mem.h \
 	/usr/src/ofa_kernel/$(KREL)/include/rdma/peer_mem.h \
 	/usr/src/ofa_kernel/default/include/rdma/peer_mem.h))
-NVPM_EXTRA_SYMBOLS ?=
+# Module.symvers of the GPU driver and the RDMA core; by default a stub
+# naming the ABI headers' functions (scripts/abi-symvers.sh).
+NVPM_EXTRA_SYMBOLS ?= $(CURDIR)/build/abi.symvers
+
+RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src/*.rs))
 
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	NV_P2P_INC=$(if $(NV_P2P_H),$(dir $(NV_P2P_H))) \
 	PEER_MEM_INC=$(if $(PEER_MEM_H),$(dir $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module provision check check-host check-guest lint clean
+.PHONY: all module sims provision check check-host check-guest lint fmt clean
 
 all: module
 
@@ -40,18 +44,30 @@ lint: provision
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" lint'
 
 check-guest: module
-	@scripts/in-chroot.sh tests/guest/run.sh
+	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
+
+fmt: provision
+	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
 else
-module:
+module: build/abi.symvers
 	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) modules
 
-lint:
-	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) CLIPPY=1 modules
-	rustfmt --check --edition 2021 src/*.rs src/core/src/*.rs
+build/abi.symvers: scripts/abi-symvers.sh src/ffi/nv-p2p.h src/ffi/peer_mem.h
+	@mkdir -p build && scripts/abi-symvers.sh src/ffi >$@
+
+# The simulated GPU driver and MOFED core (test infrastructure, tests/sim).
+sims:
+	@if [ -f tests/sim/Kbuild ]; then $(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) modules; fi
+
+lint: build/abi.symvers
+	@mkdir -p build
+	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) CLIPPY=1 modules 2>&1 | tee build/clippy.log
+	@! grep -E '^(warning|error)' build/clippy.log || { echo "lint: clippy reported the above"; exit 1; }
+	rustfmt --check --edition 2021 $(RUST_SOURCES)
 	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) modules
 
-check-guest: module
-	tests/guest/run.sh
+check-guest: module sims
+	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" tests/guest/run.sh
 endif
 
 check-host:

@@ -50,7 +50,9 @@ const _: () = {
     assert!(offset_of!(nvidia_p2p_page_table, entries) == 16);
     assert!(offset_of!(nvidia_p2p_page_table, gpu_uuid) == 24);
     #[cfg(nvpm_page_table_v2)]
-    assert!(offset_of!(nvidia_p2p_page_table, flags) == 32 && size_of::<nvidia_p2p_page_table>() == 40);
+    assert!(
+        offset_of!(nvidia_p2p_page_table, flags) == 32 && size_of::<nvidia_p2p_page_table>() == 40
+    );
     #[cfg(not(nvpm_page_table_v2))]
     assert!(size_of::<nvidia_p2p_page_table>() == 32);
 

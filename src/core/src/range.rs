@@ -95,7 +95,10 @@ mod tests {
     #[test]
     fn aligned_range_is_unchanged() {
         let r = GpuRange::covering(0x7f00_0000_0000, 4 * K64).unwrap();
-        assert_eq!((r.start(), r.len(), r.pages()), (0x7f00_0000_0000, 4 * K64, 4));
+        assert_eq!(
+            (r.start(), r.len(), r.pages()),
+            (0x7f00_0000_0000, 4 * K64, 4)
+        );
         assert_eq!(r.end(), 0x7f00_0000_0000 + 4 * K64);
     }
 
@@ -123,13 +126,19 @@ mod tests {
     fn wrap_around_is_refused() {
         assert_eq!(GpuRange::covering(u64::MAX, 1), Err(RangeError::Overflow));
         assert_eq!(GpuRange::covering(1, u64::MAX), Err(RangeError::Overflow));
-        assert_eq!(GpuRange::covering(u64::MAX - K64, 2 * K64), Err(RangeError::Overflow));
+        assert_eq!(
+            GpuRange::covering(u64::MAX - K64, 2 * K64),
+            Err(RangeError::Overflow)
+        );
     }
 
     #[test]
     fn cover_past_the_top_is_refused() {
         // The bytes fit, but the aligned end would be 2^64.
-        assert_eq!(GpuRange::covering(u64::MAX - K64 - 5, K64), Err(RangeError::Overflow));
+        assert_eq!(
+            GpuRange::covering(u64::MAX - K64 - 5, K64),
+            Err(RangeError::Overflow)
+        );
     }
 
     #[test]
