@@ -2,21 +2,30 @@
 
 //! `nvidia_peermem`: the GPUDirect RDMA peer-memory client for NVIDIA GPUs.
 //!
-//! Layers, from the bottom: `abi` (generated bindings), the safe wrappers
-//! that own all `unsafe`, the client logic, and this module entry.
+//! Layers, from the bottom: `abi` (generated bindings); the safe wrappers
+//! that own all `unsafe` (`nvidia_p2p`, `peer_mem`, `shim`, `stats`); the
+//! client logic (`client`, no `unsafe`); this module entry. The pure logic
+//! shared with the host tests is `peermem_core`.
 
 use kernel::prelude::*;
 
 mod abi;
-mod params;
+mod client;
+mod nvidia_p2p;
+mod peer_mem;
+mod shim;
+mod stats;
 
 // Pure logic shared with the host tests; `pub` there is for the host library.
 #[allow(dead_code, unreachable_pub)]
 #[path = "core/src/lib.rs"]
 mod peermem_core;
 
+use client::{Clients, Config, TEARDOWN_QUEUE};
+
 /// The module version (the repository's VERSION file).
 const VERSION: &str = env!("NVPM_VERSION");
+const _: () = assert!(VERSION.len() <= peer_mem::VERSION_MAX_LEN);
 
 module! {
     type: NvidiaPeermem,
@@ -26,23 +35,45 @@ module! {
     license: "Dual BSD/GPL",
 }
 
-struct NvidiaPeermem;
+struct NvidiaPeermem {
+    clients: Option<Clients>,
+    _stats: shim::StatsFile,
+}
 
 impl kernel::Module for NvidiaPeermem {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let params = params::read();
+        let params = shim::read();
+        let config = Config {
+            persistent_api: params.persistent_api,
+            peerdirect: params.peerdirect,
+        };
+        TEARDOWN_QUEUE.start()?;
+        let stats = shim::StatsFile::create();
+        let clients = Clients::register(&config, VERSION).inspect_err(|_| TEARDOWN_QUEUE.stop())?;
+        let mut names = clients.names();
+        let (first, second) = (names.next(), names.next());
         pr_info!(
-            "version {} loaded (persistent_api_support={}, peerdirect_support={})\n",
+            "version {} loaded: clients {} and {} (persistent_api_support={}, peerdirect_support={})\n",
             VERSION,
+            first.map_or(c"-", |n| n),
+            second.map_or(c"-", |n| n),
             u8::from(params.persistent_api),
             u8::from(params.peerdirect)
         );
-        Ok(NvidiaPeermem)
+        drop(names);
+        Ok(NvidiaPeermem {
+            clients: Some(clients),
+            _stats: stats,
+        })
     }
 }
 
 impl Drop for NvidiaPeermem {
     fn drop(&mut self) {
+        // Unregistering waits until the core released every registration;
+        // then drain the unpins still queued.
+        drop(self.clients.take());
+        TEARDOWN_QUEUE.stop();
         pr_info!("unloaded\n");
     }
 }

@@ -8,6 +8,12 @@
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/debugfs.h>
+#include <linux/dma-mapping.h>
+#include <linux/pci.h>
+#include <linux/ratelimit.h>
+#include <linux/seq_file.h>
+#include <linux/workqueue.h>
 
 #include "shim.h"
 
@@ -49,4 +55,54 @@ int nvpm_param_persistent_api_support(void)
 int nvpm_param_peerdirect_support(void)
 {
 	return READ_ONCE(peerdirect_support);
+}
+
+struct pci_dev *nvpm_to_pci_dev(struct device *dev)
+{
+	return dev && dev_is_pci(dev) ? to_pci_dev(dev) : NULL;
+}
+
+unsigned int nvpm_dma_max_seg_size(struct device *dev)
+{
+	return dma_get_max_seg_size(dev);
+}
+
+struct workqueue_struct *nvpm_wq_create(void)
+{
+	return alloc_workqueue("nvidia_peermem", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+}
+
+void nvpm_wq_destroy(struct workqueue_struct *wq)
+{
+	destroy_workqueue(wq);
+}
+
+static DEFINE_RATELIMIT_STATE(nvpm_rs, 5 * HZ, 10);
+
+bool nvpm_ratelimit(void)
+{
+	return __ratelimit(&nvpm_rs);
+}
+
+static struct dentry *nvpm_debugfs_dir;
+
+static int nvpm_stats_show(struct seq_file *m, void *unused)
+{
+	unsigned int i;
+
+	for (i = 0; i < nvpm_stat_count(); i++)
+		seq_printf(m, "%s %llu\n", nvpm_stat_name(i), nvpm_stat_value(i));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(nvpm_stats);
+
+void nvpm_debugfs_init(void)
+{
+	nvpm_debugfs_dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	debugfs_create_file("stats", 0444, nvpm_debugfs_dir, NULL, &nvpm_stats_fops);
+}
+
+void nvpm_debugfs_exit(void)
+{
+	debugfs_remove_recursive(nvpm_debugfs_dir);
 }

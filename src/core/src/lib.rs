@@ -9,3 +9,6 @@
 #![forbid(unsafe_code)]
 
 pub mod range;
+pub mod sgplan;
+pub mod state;
+pub mod version;

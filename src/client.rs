@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The peer-memory clients `nv_mem`, `nv_mem_nc` and `nv_mem_fallback`:
+//! what this module does for the RDMA core, on top of the safe wrappers.
+//!
+//! One registration is one [`Context`]: a [`GpuPin`] holding a [`RegState`].
+//! The pin taken by `acquire` to claim the range is the pin the registration
+//! uses (one pin per registration). Every callback steps the registration's
+//! state machine (`peermem_core::state`) under the pin's lock and then does
+//! what it returns, without the lock.
+
+#![forbid(unsafe_code)]
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use kernel::prelude::*;
+use kernel::sync::{Arc, ArcBorrow};
+
+use crate::nvidia_p2p::{GpuPin, P2pError, PinKind, PinOwner, TeardownQueue};
+use crate::peer_mem::{
+    DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut, SgTable,
+};
+use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
+use crate::peermem_core::sgplan::{segment_limit, segments};
+use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
+use crate::stats::{Counter, STATS};
+
+/// The invalidation entry point of the revocable client.
+static REVOCABLE_SLOT: InvalidatorSlot = InvalidatorSlot::new();
+/// Where revocable pins are unpinned, away from the core's locks.
+pub(crate) static TEARDOWN_QUEUE: TeardownQueue = TeardownQueue::new();
+/// The persistent API was refused once (logged once).
+static PERSISTENT_REFUSED: AtomicBool = AtomicBool::new(false);
+/// The driver's page-table ABI was logged (at the first pin).
+static ABI_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// One registration.
+pub(crate) type Context = GpuPin<RegState>;
+
+/// The client's state of one registration, behind the pin's lock.
+pub(crate) struct RegState {
+    phase: Phase,
+    core_context: Option<u64>,
+    /// Where invalidations go (revocable pins only).
+    invalidator: Option<&'static InvalidatorSlot>,
+    /// Bytes pinned, for the statistics.
+    pinned_len: u64,
+    /// The scatterlist handed to the core; freed at release.
+    sg: Option<SgTable>,
+    _module: ModuleRef,
+}
+
+impl RegState {
+    /// Applies `event`; returns the action, or the errno the core gets.
+    fn apply(&mut self, event: Event) -> Result<Action> {
+        match step(self.phase, event) {
+            Ok((next, action)) => {
+                self.phase = next;
+                Ok(action)
+            }
+            Err(Refusal::Revoked) => Err(EFAULT),
+            Err(Refusal::OutOfOrder) => {
+                STATS.add(Counter::OutOfOrderCalls, 1);
+                if crate::shim::ratelimit() {
+                    pr_warn!("{:?} refused in phase {:?}\n", event, self.phase);
+                }
+                Err(EINVAL)
+            }
+        }
+    }
+}
+
+impl PinOwner for RegState {
+    type Followup = Option<(u64, &'static InvalidatorSlot)>;
+
+    fn revoking(&mut self) -> Self::Followup {
+        STATS.add(Counter::Invalidations, 1);
+        let action = self.apply(Event::CallbackBegin);
+        if self.phase == Phase::Revoking {
+            // The driver takes the pages back.
+            STATS.sub(Counter::PinnedBytes, self.pinned_len);
+        }
+        match action {
+            Ok(Action::ForwardInvalidation) => self.core_context.zip(self.invalidator),
+            _ => None,
+        }
+    }
+
+    fn revoked(_pin: ArcBorrow<'_, Context>, followup: Self::Followup) {
+        if let Some((core_context, slot)) = followup {
+            if slot.invalidate(core_context) {
+                STATS.add(Counter::InvalidationsForwarded, 1);
+            } else {
+                pr_err!(
+                    "invalidation of core context {} not delivered: client not registered\n",
+                    core_context
+                );
+            }
+        }
+    }
+
+    fn revoke_end(&mut self) {
+        let _ = self.apply(Event::CallbackEnd);
+    }
+
+    fn teardown_end(&mut self) {
+        let _ = self.apply(Event::TeardownEnd);
+    }
+}
+
+/// Claims `size` bytes at `addr` by pinning them, or declines.
+fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
+    let Ok(range) = GpuRange::covering(addr, size) else {
+        STATS.add(Counter::Declines, 1);
+        return None;
+    };
+    let state = RegState {
+        phase: Phase::Pinned,
+        core_context: None,
+        invalidator: (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT),
+        pinned_len: range.len(),
+        sg: None,
+        _module: ModuleRef::get()?,
+    };
+    let Ok(pin) = GpuPin::new(range, kind, state) else {
+        STATS.add(Counter::ErrorsAcquire, 1);
+        return None;
+    };
+    match pin.pin() {
+        Ok(info) => {
+            STATS.add(Counter::Registrations, 1);
+            STATS.add(Counter::ContextsLive, 1);
+            STATS.add(Counter::PinnedBytes, range.len());
+            if !ABI_LOGGED.swap(true, Ordering::Relaxed) {
+                pr_info!("NVIDIA driver page-table ABI {:?}\n", info.abi);
+            }
+            if info.cpu_cacheable && crate::shim::ratelimit() {
+                pr_info!(
+                    "pages at {:#x} are CPU-cacheable (coherent platform)\n",
+                    range.start()
+                );
+            }
+            Some(pin)
+        }
+        Err(e) => {
+            decline(range, kind, e);
+            None
+        }
+    }
+}
+
+/// Accounts and explains a range this client does not take.
+fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
+    STATS.add(Counter::Declines, 1);
+    match e {
+        // Not GPU memory: the common, silent case.
+        P2pError::Driver(e) if e == EINVAL => {}
+        P2pError::Driver(e)
+            if (e == ENOTSUPP || e == EOPNOTSUPP) && kind == PinKind::Persistent =>
+        {
+            if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
+                pr_info!(
+                    "persistent pinning refused (MIG or vGPU?): registrations fall back to revocable pages\n"
+                );
+            }
+        }
+        P2pError::Driver(e) if e == ENOMEM => {
+            STATS.add(Counter::ErrorsAcquire, 1);
+            if crate::shim::ratelimit() {
+                pr_err!(
+                    "cannot pin {} bytes at {:#x}: GPU BAR1 space exhausted; deregister memory or use a GPU with a larger BAR1\n",
+                    range.len(),
+                    range.start()
+                );
+            }
+        }
+        other => {
+            STATS.add(Counter::ErrorsAcquire, 1);
+            if crate::shim::ratelimit() {
+                pr_err!(
+                    "cannot pin {} bytes at {:#x}: {:?}\n",
+                    range.len(),
+                    range.start(),
+                    other
+                );
+            }
+        }
+    }
+}
+
+fn get_pages(ctx: ArcBorrow<'_, Context>, core_context: u64) -> Result {
+    let mut pin = ctx.lock();
+    let state = pin.owner();
+    state.apply(Event::GetPages)?;
+    state.core_context = Some(core_context);
+    Ok(())
+}
+
+fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) -> Result {
+    let Some(pci) = dev.pci() else {
+        STATS.add(Counter::ErrorsDmaMap, 1);
+        if crate::shim::ratelimit() {
+            pr_err!("dma_map: the DMA device is not a PCI device\n");
+        }
+        return Err(EINVAL);
+    };
+    ctx.lock().owner().apply(Event::MapBegin)?;
+    let mapped = ctx.map(&pci);
+    let mut pin = ctx.lock();
+    if let Err(e) = mapped {
+        pin.owner().apply(Event::MapEnd { ok: false })?;
+        STATS.add(Counter::ErrorsDmaMap, 1);
+        if crate::shim::ratelimit() {
+            pr_err!("dma_map of {:#x}: {:?}\n", ctx.range().start(), e);
+        }
+        return Err(match e {
+            P2pError::Driver(e) => e,
+            P2pError::Revoked => EFAULT,
+            P2pError::Abi(_) | P2pError::State => EINVAL,
+        });
+    }
+    // Read the driver's addresses under the lock: a free callback waits for us.
+    let limit = segment_limit(dev.max_segment_size());
+    let table = pin
+        .dma_addresses()
+        .map(|pages| SgTable::new(segments(pages.iter().copied(), limit)));
+    match table {
+        Some(Ok(table)) => {
+            pin.owner().apply(Event::MapEnd { ok: true })?;
+            out.publish(&table);
+            STATS.add(Counter::Sges, u64::from(table.len()));
+            pin.owner().sg = Some(table);
+            Ok(())
+        }
+        Some(Err(e)) => {
+            let undo = pin.take_mapping();
+            let _ = pin.owner().apply(Event::MapEnd { ok: false });
+            drop(pin);
+            if let Some(undo) = undo {
+                undo.run();
+            }
+            STATS.add(Counter::ErrorsDmaMap, 1);
+            Err(e)
+        }
+        // Revoked after the driver mapped: its callback is running.
+        None => pin
+            .owner()
+            .apply(Event::MapEnd { ok: true })
+            .and(Err(EFAULT)),
+    }
+}
+
+fn dma_unmap(ctx: ArcBorrow<'_, Context>) -> Result {
+    ctx.lock().owner().apply(Event::Unmap).map(|_| ())
+}
+
+fn put_pages(ctx: ArcBorrow<'_, Context>) {
+    end_of_use(ctx, Event::PutPages);
+}
+
+fn release(ctx: Arc<Context>) {
+    end_of_use(ctx.as_arc_borrow(), Event::Release);
+    // Freed here, not in put_pages: a core may skip put_pages after an
+    // invalidation, never release.
+    let sg = ctx.lock().owner().sg.take();
+    drop(sg);
+    STATS.add(Counter::Deregistrations, 1);
+}
+
+/// put_pages or release: unpins if the registration still holds pages.
+///
+/// Revocable pages are unpinned from the module's workqueue: the core may
+/// call us holding a lock its invalidation path takes (MOFED 5.1 to 5.4-2),
+/// while the driver's unpin waits for a free callback that waits for that
+/// lock (bug 2696789).
+fn end_of_use(ctx: ArcBorrow<'_, Context>, event: Event) {
+    let mut pin = ctx.lock();
+    let Ok(Action::Teardown) = pin.owner().apply(event) else {
+        return;
+    };
+    let kind = ctx.kind();
+    let teardown = pin.take_teardown(kind);
+    drop(pin);
+    STATS.sub(Counter::PinnedBytes, ctx.range().len());
+    let ctx: Arc<Context> = ctx.into();
+    match kind {
+        PinKind::Revocable => {
+            STATS.add(Counter::DeferredReleases, 1);
+            ctx.defer_teardown(teardown, &TEARDOWN_QUEUE);
+        }
+        PinKind::Persistent => ctx.run_teardown(teardown),
+    }
+}
+
+impl Drop for RegState {
+    fn drop(&mut self) {
+        STATS.sub(Counter::ContextsLive, 1);
+    }
+}
+
+/// The persistent client (`nv_mem` by default, `nv_mem_nc`): pages stay
+/// pinned until deregistration, no invalidation, usable for queues too.
+pub(crate) struct PersistentClient;
+
+/// The revocable client (`nv_mem` with persistent_api_support=0, or
+/// `nv_mem_fallback`): pages the driver may revoke; MRs only.
+pub(crate) struct RevocableClient;
+
+macro_rules! peer_client {
+    ($client:ty, $kind:expr) => {
+        impl PeerClient for $client {
+            type Context = Context;
+
+            fn acquire(addr: u64, size: u64) -> Option<Arc<Context>> {
+                acquire(addr, size, $kind)
+            }
+            fn get_pages(ctx: ArcBorrow<'_, Context>, core_context: u64) -> Result {
+                get_pages(ctx, core_context)
+            }
+            fn dma_map(
+                ctx: ArcBorrow<'_, Context>,
+                dev: &DmaDevice,
+                out: &mut SgOut<'_>,
+            ) -> Result {
+                dma_map(ctx, dev, out)
+            }
+            fn dma_unmap(ctx: ArcBorrow<'_, Context>) -> Result {
+                dma_unmap(ctx)
+            }
+            fn put_pages(ctx: ArcBorrow<'_, Context>) {
+                put_pages(ctx)
+            }
+            fn page_size(_ctx: ArcBorrow<'_, Context>) -> u64 {
+                GPU_PAGE_SIZE
+            }
+            fn release(ctx: Arc<Context>) {
+                release(ctx)
+            }
+        }
+    };
+}
+
+peer_client!(PersistentClient, PinKind::Persistent);
+peer_client!(RevocableClient, PinKind::Revocable);
+
+/// Which clients to register, from the module parameters.
+pub(crate) struct Config {
+    /// `persistent_api_support`.
+    pub(crate) persistent_api: bool,
+    /// `peerdirect_support`.
+    pub(crate) peerdirect: bool,
+}
+
+/// The registered clients, unregistered in order on drop.
+pub(crate) struct Clients {
+    registrations: KVec<Registration>,
+}
+
+impl Clients {
+    /// Registers the clients NVIDIA's module registers for `config` (plus the
+    /// revocable fallback behind the default persistent `nv_mem`).
+    pub(crate) fn register(config: &Config, version: &str) -> Result<Self> {
+        let revocable = Invalidation::Revocable {
+            unmaps: !config.peerdirect,
+        };
+        let plan: [(&str, bool, Invalidation); 2] = if config.persistent_api {
+            [
+                ("nv_mem", true, Invalidation::None),
+                ("nv_mem_fallback", false, revocable),
+            ]
+        } else {
+            [
+                ("nv_mem", false, revocable),
+                ("nv_mem_nc", true, Invalidation::None),
+            ]
+        };
+        let mut registrations = KVec::with_capacity(plan.len(), GFP_KERNEL)?;
+        for (name, persistent, invalidation) in plan {
+            let registered = if persistent {
+                Registration::register::<PersistentClient>(
+                    name,
+                    version,
+                    invalidation,
+                    &REVOCABLE_SLOT,
+                )
+            } else {
+                Registration::register::<RevocableClient>(
+                    name,
+                    version,
+                    invalidation,
+                    &REVOCABLE_SLOT,
+                )
+            };
+            match registered {
+                Ok(r) => registrations.push(r, GFP_KERNEL)?,
+                Err(e) => {
+                    pr_err!(
+                        "the RDMA core refused peer-memory client {}: another peer-memory module (nv_peer_mem, NVIDIA's nvidia-peermem) may have registered it, or the core is not MOFED/DOCA-OFED\n",
+                        name
+                    );
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Self { registrations })
+    }
+
+    /// Names of the registered clients, for the banner.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &CStr> {
+        self.registrations.iter().map(|r| r.name())
+    }
+}

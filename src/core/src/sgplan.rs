@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Scatterlist planning: physically contiguous 64 KiB DMA pages become one
+//! segment, bounded by the DMA device's maximum segment size.
+//!
+//! The first segment starts at the first page's address (the 64 KiB-aligned
+//! start), so the RDMA core's first/last SGE trimming stays correct.
+
+use super::range::GPU_PAGE_SIZE;
+
+/// One planned scatterlist entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// DMA address of the first byte.
+    pub addr: u64,
+    /// Length in bytes: a multiple of 64 KiB, at most the segment limit.
+    pub len: u32,
+}
+
+/// The largest segment length usable for a device limit: a multiple of 64 KiB
+/// that fits an SGE's 32-bit length, never less than one page.
+pub fn segment_limit(max_seg_size: u64) -> u32 {
+    let cap = max_seg_size.min(u64::from(u32::MAX));
+    let pages = (cap / GPU_PAGE_SIZE).max(1);
+    // CAST: at most u32::MAX / 64 KiB pages of 64 KiB fit in u32.
+    (pages * GPU_PAGE_SIZE) as u32
+}
+
+/// Iterator over the segments of a sequence of 64 KiB page DMA addresses.
+#[derive(Clone)]
+pub struct Segments<I> {
+    pages: I,
+    limit: u64,
+    pending: Option<u64>,
+}
+
+/// Plans the segments for `pages` (DMA address of each 64 KiB page, in order)
+/// with `limit` from [`segment_limit`].
+pub fn segments<I: Iterator<Item = u64>>(pages: I, limit: u32) -> Segments<I> {
+    Segments {
+        pages,
+        limit: u64::from(limit).max(GPU_PAGE_SIZE),
+        pending: None,
+    }
+}
+
+impl<I: Iterator<Item = u64>> Iterator for Segments<I> {
+    type Item = Segment;
+
+    fn next(&mut self) -> Option<Segment> {
+        let addr = self.pending.take().or_else(|| self.pages.next())?;
+        let mut len = GPU_PAGE_SIZE;
+        for page in self.pages.by_ref() {
+            let contiguous = addr.checked_add(len) == Some(page);
+            if contiguous && len + GPU_PAGE_SIZE <= self.limit {
+                len += GPU_PAGE_SIZE;
+            } else {
+                self.pending = Some(page);
+                break;
+            }
+        }
+        // CAST: `len <= limit <= u32::MAX`.
+        Some(Segment {
+            addr,
+            len: len as u32,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    const P: u64 = GPU_PAGE_SIZE;
+
+    fn plan(pages: &[u64], limit: u32) -> Vec<(u64, u32)> {
+        segments(pages.iter().copied(), limit)
+            .map(|s| (s.addr, s.len))
+            .collect()
+    }
+
+    #[test]
+    fn contiguous_pages_make_one_segment() {
+        let pages: Vec<u64> = (0..16384).map(|i| 0x1_0000_0000 + i * P).collect();
+        let segs = plan(&pages, segment_limit(u64::MAX));
+        assert_eq!(segs, [(0x1_0000_0000, 1 << 30)]);
+    }
+
+    #[test]
+    fn gaps_split_segments() {
+        let pages = [0, P, 3 * P, 4 * P, 10 * P];
+        assert_eq!(
+            plan(&pages, segment_limit(1 << 31)),
+            [(0, 2 * P as u32), (3 * P, 2 * P as u32), (10 * P, P as u32)]
+        );
+    }
+
+    #[test]
+    fn descending_pages_are_not_merged() {
+        let pages = [5 * P, 4 * P, 3 * P];
+        assert_eq!(plan(&pages, segment_limit(1 << 31)).len(), 3);
+    }
+
+    #[test]
+    fn device_limit_bounds_segments() {
+        let pages: Vec<u64> = (0..10).map(|i| i * P).collect();
+        let segs = plan(&pages, segment_limit(4 * P));
+        assert_eq!(
+            segs,
+            [
+                (0, 4 * P as u32),
+                (4 * P, 4 * P as u32),
+                (8 * P, 2 * P as u32)
+            ]
+        );
+    }
+
+    #[test]
+    fn limit_below_a_page_still_makes_pages() {
+        assert_eq!(segment_limit(4096), P as u32);
+        assert_eq!(segment_limit(0), P as u32);
+        let pages = [0, P];
+        assert_eq!(
+            plan(&pages, segment_limit(4096)),
+            [(0, P as u32), (P, P as u32)]
+        );
+    }
+
+    #[test]
+    fn limit_fits_u32() {
+        assert_eq!(segment_limit(u64::MAX), (u32::MAX as u64 / P * P) as u32);
+        assert_eq!(segment_limit(1 << 31), 1 << 31);
+        assert_eq!(segment_limit((1 << 31) + 5), 1 << 31);
+    }
+
+    #[test]
+    fn address_wrap_is_not_contiguous() {
+        let pages = [u64::MAX - P + 1, 0];
+        assert_eq!(plan(&pages, segment_limit(1 << 31)).len(), 2);
+    }
+
+    #[test]
+    fn segments_cover_every_page_in_order() {
+        // A pseudo-random layout: runs of 1..=5 pages with gaps.
+        let mut pages = Vec::new();
+        let mut addr = 0x4000_0000u64;
+        let mut seed = 12345u64;
+        while pages.len() < 1000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let run = 1 + (seed >> 60) % 5;
+            for _ in 0..run {
+                pages.push(addr);
+                addr += P;
+            }
+            addr += P * (1 + (seed >> 40) % 3);
+        }
+        for limit in [P, 2 * P, 3 * P, 1 << 31] {
+            let segs = plan(&pages, segment_limit(limit));
+            let mut expanded = Vec::new();
+            for (a, l) in &segs {
+                assert!(u64::from(*l) <= limit.max(P) && *l as u64 % P == 0);
+                expanded.extend((0..u64::from(*l) / P).map(|i| a + i * P));
+            }
+            assert_eq!(expanded, pages);
+        }
+    }
+}

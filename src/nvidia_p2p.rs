@@ -1,0 +1,574 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Safe owning types over NVIDIA's `nvidia_p2p_*` API. All `unsafe` for that
+//! API lives here.
+//!
+//! A [`GpuPin`] is one pinned GPU range: its page table, its DMA mapping and
+//! the client's state `T`, all behind one lock. The lock makes revocation
+//! safe: the driver frees the page table and its mappings right after its
+//! free callback returns, and the callback first takes this lock to mark the
+//! pin revoked. So anything read from driver memory is read with the lock
+//! held and only while the pin is not revoked.
+//!
+//! Lock order: `GpuPin::inner` is a leaf. It is never held across a call
+//! into the driver or the RDMA core; calls into the driver happen with raw
+//! handles taken out under the lock, which the driver tolerates racing its
+//! own teardown (`put_pages` waits for a running callback and returns 0
+//! afterwards; `dma_unmap_pages` returns 0 for a torn-down mapping).
+
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::ffi::c_void;
+
+use kernel::bindings;
+use kernel::prelude::*;
+use kernel::sync::{Arc, ArcBorrow, Mutex};
+use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
+use kernel::{new_mutex, try_pin_init};
+
+use crate::abi;
+use crate::peermem_core::range::GpuRange;
+use crate::peermem_core::version::{self, AbiError, PageTableAbi};
+
+/// How the pages are pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PinKind {
+    /// `nvidia_p2p_get_pages_persistent`: no callback, survives `cudaFree`.
+    Persistent,
+    /// `nvidia_p2p_get_pages`: the driver may revoke it through the free callback.
+    Revocable,
+}
+
+/// Why pinning or mapping failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum P2pError {
+    /// The driver refused with this errno.
+    Driver(Error),
+    /// The driver returned something this module cannot use.
+    Abi(AbiError),
+    /// A free callback revoked the pages meanwhile.
+    Revoked,
+    /// The pin has no pages (never pinned, or being torn down) or is already mapped.
+    State,
+}
+
+/// What a successful pin reports.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PinInfo {
+    /// The page-table layout the driver used.
+    pub(crate) abi: PageTableAbi,
+    /// `NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE` (coherent platforms).
+    pub(crate) cpu_cacheable: bool,
+}
+
+/// The client side of a pin: its state, and what it does on revocation.
+pub(crate) trait PinOwner: Send + Sized + Unpin + 'static {
+    /// What [`PinOwner::revoking`] hands to [`PinOwner::revoked`].
+    type Followup;
+
+    /// The driver is revoking the pages; called with the pin's lock held.
+    fn revoking(&mut self) -> Self::Followup;
+
+    /// Called without the lock right after [`PinOwner::revoking`], still
+    /// inside the driver's callback: tell whoever uses the pages.
+    fn revoked(pin: ArcBorrow<'_, GpuPin<Self>>, followup: Self::Followup);
+
+    /// The callback is about to return; called with the lock held.
+    fn revoke_end(&mut self);
+
+    /// A deferred teardown finished; called with the lock held.
+    fn teardown_end(&mut self);
+}
+
+/// A pinned page table.
+///
+/// # Invariants
+///
+/// `ptr` came from a successful `nvidia_p2p_get_pages*` call that has been
+/// neither put nor revoked while this value sits in a live [`GpuPin`].
+struct PageTable(NonNull<abi::nvidia_p2p_page_table>);
+
+/// A DMA mapping of a [`PageTable`] for one PCI device.
+///
+/// # Invariants
+///
+/// `ptr` came from a successful `nvidia_p2p_dma_map_pages` for `peer` and has
+/// been neither unmapped nor revoked while this value sits in a live [`GpuPin`].
+struct DmaMapping {
+    ptr: NonNull<abi::nvidia_p2p_dma_mapping>,
+    peer: NonNull<bindings::pci_dev>,
+}
+
+// SAFETY: the handles are plain driver pointers, usable from any thread.
+unsafe impl Send for PageTable {}
+// SAFETY: as above; the `pci_dev` outlives the mapping (the core keeps its device).
+unsafe impl Send for DmaMapping {}
+
+struct Inner<T> {
+    owner: T,
+    pages: Option<PageTable>,
+    mapping: Option<DmaMapping>,
+    /// The driver revoked the pages (only revocable pins).
+    revoked: bool,
+    /// `pin` is calling the driver; a callback now owns its reference.
+    pinning: bool,
+    /// Work for the deferred teardown.
+    pending: Option<Teardown>,
+}
+
+/// One pinned range of GPU memory; see the module documentation.
+#[pin_data]
+pub(crate) struct GpuPin<T: PinOwner> {
+    range: GpuRange,
+    kind: PinKind,
+    #[pin]
+    inner: Mutex<Inner<T>>,
+    #[pin]
+    work: Work<GpuPin<T>>,
+}
+
+impl_has_work! {
+    impl{T: PinOwner} HasWork<GpuPin<T>> for GpuPin<T> { self.work }
+}
+
+/// The pin's lock, held.
+pub(crate) struct PinGuard<'a, T: PinOwner> {
+    guard: kernel::sync::lock::Guard<'a, Inner<T>, kernel::sync::lock::mutex::MutexBackend>,
+}
+
+impl<T: PinOwner> GpuPin<T> {
+    /// A pin for `range`, not pinned yet.
+    pub(crate) fn new(range: GpuRange, kind: PinKind, owner: T) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                range,
+                kind,
+                inner <- new_mutex!(Inner {
+                    owner,
+                    pages: None,
+                    mapping: None,
+                    revoked: false,
+                    pinning: false,
+                    pending: None,
+                }),
+                work <- new_work!("GpuPin::work"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The pinned range.
+    pub(crate) fn range(&self) -> GpuRange {
+        self.range
+    }
+
+    /// How the range is pinned.
+    pub(crate) fn kind(&self) -> PinKind {
+        self.kind
+    }
+
+    /// Takes the pin's lock.
+    pub(crate) fn lock(&self) -> PinGuard<'_, T> {
+        PinGuard {
+            guard: self.inner.lock(),
+        }
+    }
+
+    /// Pins the range in the driver and validates the page table.
+    ///
+    /// Must not be called from atomic context. Called once, before the pin is
+    /// shared; a revocable pin may be revoked from here on.
+    pub(crate) fn pin(self: &Arc<Self>) -> Result<PinInfo, P2pError> {
+        let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
+        let ret = match self.kind {
+            // SAFETY: `table` is a valid out-pointer; the range is 64 KiB-aligned.
+            PinKind::Persistent => unsafe {
+                abi::nvidia_p2p_get_pages_persistent(
+                    self.range.start(),
+                    self.range.len(),
+                    &mut table,
+                    0,
+                )
+            },
+            PinKind::Revocable => {
+                self.inner.lock().pinning = true;
+                // The driver holds this reference until put_pages returns or
+                // the callback ends; see `free_callback` and `Teardown::run`.
+                let data = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
+                // SAFETY: as above; `free_callback::<T>` matches `data`'s type.
+                let ret = unsafe {
+                    abi::nvidia_p2p_get_pages(
+                        0,
+                        0,
+                        self.range.start(),
+                        self.range.len(),
+                        &mut table,
+                        Some(free_callback::<T>),
+                        data,
+                    )
+                };
+                let mut inner = self.inner.lock();
+                inner.pinning = false;
+                if ret != 0 {
+                    drop(inner);
+                    // SAFETY: the driver refused, so it kept no reference and
+                    // will never call back: `data` is ours again.
+                    drop(unsafe { Arc::from_raw(data.cast::<Self>()) });
+                } else if inner.revoked {
+                    // Revoked before we got here: the callback owns `data`
+                    // and the driver frees the table.
+                    return Err(P2pError::Revoked);
+                }
+                ret
+            }
+        };
+        if ret != 0 {
+            return Err(P2pError::Driver(Error::from_errno(ret)));
+        }
+        let Some(table) = NonNull::new(table) else {
+            return Err(P2pError::Driver(EIO));
+        };
+        let mut inner = self.inner.lock();
+        if inner.revoked {
+            return Err(P2pError::Revoked);
+        }
+        // SAFETY: the driver just returned `table`; it is not revoked and the
+        // callback cannot complete while we hold the lock.
+        let checked = unsafe { check_page_table(table, self.range.len()) };
+        // INVARIANT: `table` came from a successful get_pages for this range.
+        inner.pages = Some(PageTable(table));
+        match checked {
+            Ok(info) => Ok(info),
+            Err(e) => {
+                let teardown = take_teardown(&mut inner, self.kind);
+                drop(inner);
+                teardown.run(self);
+                Err(P2pError::Abi(e))
+            }
+        }
+    }
+
+    /// Maps the pinned pages for `peer` and validates the mapping.
+    ///
+    /// Must not be called from atomic context.
+    pub(crate) fn map(&self, peer: &PciDevice) -> Result<(), P2pError> {
+        let table = {
+            let inner = self.inner.lock();
+            if inner.revoked {
+                return Err(P2pError::Revoked);
+            }
+            match (&inner.pages, &inner.mapping) {
+                (Some(pages), None) => pages.0,
+                _ => return Err(P2pError::State),
+            }
+        };
+        let mut mapping: *mut abi::nvidia_p2p_dma_mapping = ptr::null_mut();
+        // SAFETY: `table` is a live page table (see the module documentation on
+        // racing revocation), `peer` a live PCI device, `mapping` an out-pointer.
+        let ret =
+            unsafe { abi::nvidia_p2p_dma_map_pages(peer.0.as_ptr(), table.as_ptr(), &mut mapping) };
+        if ret != 0 {
+            return Err(P2pError::Driver(Error::from_errno(ret)));
+        }
+        let mapping = NonNull::new(mapping).ok_or(P2pError::Driver(EIO))?;
+        let mut inner = self.inner.lock();
+        if inner.revoked {
+            // The driver frees the mapping with the page table.
+            return Err(P2pError::Revoked);
+        }
+        // SAFETY: just returned by the driver, not revoked, lock held.
+        let checked = unsafe { check_mapping(mapping, self.range.len()) };
+        // INVARIANT: a successful dma_map_pages for `peer`.
+        let mapping = DmaMapping {
+            ptr: mapping,
+            peer: peer.0,
+        };
+        match checked {
+            Ok(()) => {
+                inner.mapping = Some(mapping);
+                Ok(())
+            }
+            Err(e) => {
+                drop(inner);
+                unmap(table, mapping);
+                Err(P2pError::Abi(e))
+            }
+        }
+    }
+
+    /// Unmaps and unpins now.
+    pub(crate) fn run_teardown(self: &Arc<Self>, teardown: Teardown) {
+        teardown.run(self);
+        self.inner.lock().owner.teardown_end();
+    }
+
+    /// Unmaps and unpins from `queue`, holding a reference until done.
+    pub(crate) fn defer_teardown(self: Arc<Self>, teardown: Teardown, queue: &TeardownQueue) {
+        let wq = queue.wq.load(Ordering::Acquire);
+        if wq.is_null() {
+            return self.run_teardown(teardown);
+        }
+        self.inner.lock().pending = Some(teardown);
+        // SAFETY: the queue lives until `TeardownQueue::stop`, which the module
+        // calls only once no context (and so no pin) is left.
+        let queue = unsafe { workqueue::Queue::from_raw(wq) };
+        if let Err(this) = queue.enqueue(self) {
+            // Cannot happen: a pin is torn down once. Do it here rather than leak.
+            if let Some(teardown) = this.inner.lock().pending.take() {
+                this.run_teardown(teardown);
+            }
+        }
+    }
+}
+
+/// The module's own workqueue for deferred teardowns.
+pub(crate) struct TeardownQueue {
+    wq: AtomicPtr<bindings::workqueue_struct>,
+}
+
+impl TeardownQueue {
+    /// A queue not started yet; teardowns run synchronously until `start`.
+    pub(crate) const fn new() -> Self {
+        Self {
+            wq: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Allocates the workqueue.
+    pub(crate) fn start(&self) -> Result {
+        // SAFETY: plain allocation.
+        let wq = unsafe { abi::nvpm_wq_create() };
+        if wq.is_null() {
+            return Err(ENOMEM);
+        }
+        self.wq.store(wq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Drains and frees the workqueue.
+    pub(crate) fn stop(&self) {
+        let wq = self.wq.swap(ptr::null_mut(), Ordering::AcqRel);
+        if !wq.is_null() {
+            // SAFETY: allocated in `start`, freed once (swapped out above).
+            unsafe { abi::nvpm_wq_destroy(wq) };
+        }
+    }
+}
+
+impl<T: PinOwner> WorkItem for GpuPin<T> {
+    type Pointer = Arc<GpuPin<T>>;
+
+    fn run(this: Arc<GpuPin<T>>) {
+        let teardown = this.inner.lock().pending.take();
+        if let Some(teardown) = teardown {
+            this.run_teardown(teardown);
+        }
+    }
+}
+
+impl<T: PinOwner> PinGuard<'_, T> {
+    /// The client's state.
+    pub(crate) fn owner(&mut self) -> &mut T {
+        &mut self.guard.owner
+    }
+
+    /// The DMA address of each 64 KiB page, if mapped and not revoked.
+    pub(crate) fn dma_addresses(&self) -> Option<&[u64]> {
+        if self.guard.revoked {
+            return None;
+        }
+        let mapping = self.guard.mapping.as_ref()?;
+        // SAFETY: the mapping is live (not revoked, lock held); `check_mapping`
+        // verified `entries` against the pinned length.
+        unsafe {
+            let m = mapping.ptr.as_ptr();
+            Some(core::slice::from_raw_parts(
+                (*m).dma_addresses,
+                (*m).entries as usize,
+            ))
+        }
+    }
+
+    /// Takes the handles out for a teardown; a callback from now on owns nothing.
+    pub(crate) fn take_teardown(&mut self, kind: PinKind) -> Teardown {
+        take_teardown(&mut self.guard, kind)
+    }
+
+    /// Takes only the mapping out, to undo a `map` the client cannot use.
+    pub(crate) fn take_mapping(&mut self) -> Option<Unmap> {
+        let table = self.guard.pages.as_ref()?.0;
+        self.guard
+            .mapping
+            .take()
+            .map(|mapping| Unmap { table, mapping })
+    }
+}
+
+fn take_teardown<T>(inner: &mut Inner<T>, kind: PinKind) -> Teardown {
+    Teardown {
+        pages: inner.pages.take(),
+        mapping: inner.mapping.take(),
+        kind,
+    }
+}
+
+/// Handles taken out of a pin to be unmapped and unpinned without its lock.
+pub(crate) struct Teardown {
+    pages: Option<PageTable>,
+    mapping: Option<DmaMapping>,
+    kind: PinKind,
+}
+
+impl Teardown {
+    /// Unmaps, unpins and, for revocable pins, takes back the callback's reference.
+    fn run<T: PinOwner>(self, pin: &Arc<GpuPin<T>>) {
+        let Some(pages) = self.pages else { return };
+        if let Some(mapping) = self.mapping {
+            unmap(pages.0, mapping);
+        }
+        let va = pin.range.start();
+        let ret = match self.kind {
+            // SAFETY: `pages` is a live persistent pin of `va`.
+            PinKind::Persistent => unsafe {
+                abi::nvidia_p2p_put_pages_persistent(va, pages.0.as_ptr(), 0)
+            },
+            PinKind::Revocable => {
+                // SAFETY: `pages` is a live revocable pin of `va`; a racing
+                // callback completes before this returns.
+                let ret = unsafe { abi::nvidia_p2p_put_pages(0, 0, va, pages.0.as_ptr()) };
+                // SAFETY: the driver gave back the reference `pin()` handed it:
+                // the callback will not run again, and one that ran during the
+                // teardown did not take it (the pages had been taken out).
+                drop(unsafe { Arc::from_raw(Arc::as_ptr(pin)) });
+                ret
+            }
+        };
+        if ret != 0 {
+            pr_err!("nvidia_p2p_put_pages of {:#x} failed: {}\n", va, ret);
+        }
+    }
+}
+
+/// A mapping taken out of a pin, to be undone without its lock.
+pub(crate) struct Unmap {
+    table: NonNull<abi::nvidia_p2p_page_table>,
+    mapping: DmaMapping,
+}
+
+// SAFETY: plain driver handles.
+unsafe impl Send for Unmap {}
+
+impl Unmap {
+    /// Unmaps in the driver.
+    pub(crate) fn run(self) {
+        unmap(self.table, self.mapping);
+    }
+}
+
+fn unmap(table: NonNull<abi::nvidia_p2p_page_table>, mapping: DmaMapping) {
+    // SAFETY: `mapping` was made from `table` for `peer`; a torn-down mapping
+    // makes the driver return 0 without touching it.
+    let ret = unsafe {
+        abi::nvidia_p2p_dma_unmap_pages(mapping.peer.as_ptr(), table.as_ptr(), mapping.ptr.as_ptr())
+    };
+    if ret != 0 {
+        pr_err!("nvidia_p2p_dma_unmap_pages failed: {}\n", ret);
+    }
+}
+
+/// # Safety
+///
+/// `table` must be a live page table the driver returned for `len` bytes.
+unsafe fn check_page_table(
+    table: NonNull<abi::nvidia_p2p_page_table>,
+    len: u64,
+) -> Result<PinInfo, AbiError> {
+    let t = table.as_ptr();
+    // SAFETY: live per the contract; version 1.x and 2.x share these fields.
+    let (ver, page_size, entries) = unsafe { ((*t).version, (*t).page_size, (*t).entries) };
+    let abi = version::page_table_abi(ver)?;
+    version::check_page_table(page_size, entries, len)?;
+    let flags = match abi {
+        PageTableAbi::V1 => 0,
+        // SAFETY: a 2.x table has the flags word (the driver allocated it).
+        PageTableAbi::V2 => unsafe { read_flags(t) },
+    };
+    Ok(PinInfo {
+        abi,
+        cpu_cacheable: flags & version::FLAG_CPU_CACHEABLE != 0,
+    })
+}
+
+/// # Safety
+///
+/// `t` must be a live 2.x page table.
+#[cfg(nvpm_page_table_v2)]
+unsafe fn read_flags(t: *mut abi::nvidia_p2p_page_table) -> u32 {
+    // SAFETY: per the contract.
+    unsafe { (*t).flags }
+}
+
+/// # Safety
+///
+/// Nothing to uphold: built against a 1.x header, flags are unknown.
+#[cfg(not(nvpm_page_table_v2))]
+unsafe fn read_flags(_t: *mut abi::nvidia_p2p_page_table) -> u32 {
+    0
+}
+
+/// # Safety
+///
+/// `m` must be a live DMA mapping the driver returned.
+unsafe fn check_mapping(m: NonNull<abi::nvidia_p2p_dma_mapping>, len: u64) -> Result<(), AbiError> {
+    let m = m.as_ptr();
+    // SAFETY: live per the contract.
+    let (ver, page_size, entries) = unsafe { ((*m).version, (*m).page_size_type, (*m).entries) };
+    version::check_dma_mapping(ver, page_size, entries, len)
+}
+
+/// The driver's free callback for revocable pins of `GpuPin<T>`.
+///
+/// # Safety
+///
+/// `data` is the reference `GpuPin::pin` handed to `nvidia_p2p_get_pages`.
+unsafe extern "C" fn free_callback<T: PinOwner>(data: *mut c_void) {
+    let raw = data.cast::<GpuPin<T>>().cast_const();
+    // SAFETY: the driver's reference keeps the pin alive for the whole callback:
+    // either we own it (dropped below) or a teardown waits in put_pages.
+    let pin = unsafe { ArcBorrow::from_raw(raw) };
+    let (followup, owns_reference) = {
+        let mut inner = pin.inner.lock();
+        inner.revoked = true;
+        let owns = inner.pages.is_some() || inner.pinning;
+        // The driver frees both after we return.
+        inner.mapping = None;
+        inner.pages = None;
+        (inner.owner.revoking(), owns)
+    };
+    T::revoked(pin, followup);
+    pin.inner.lock().owner.revoke_end();
+    if owns_reference {
+        // SAFETY: the driver's reference, handed over to this callback.
+        drop(unsafe { Arc::from_raw(raw) });
+    }
+}
+
+/// A PCI device the RDMA core maps for.
+///
+/// # Invariants
+///
+/// Points at a live `pci_dev` (the core's DMA device) for the borrow's duration.
+pub(crate) struct PciDevice(NonNull<bindings::pci_dev>);
+
+impl PciDevice {
+    /// The PCI device behind `dev`, or `None` if it is not a PCI device.
+    ///
+    /// # Safety
+    ///
+    /// `dev` must be a live `struct device` for as long as the result is used.
+    pub(crate) unsafe fn from_device(dev: *mut bindings::device) -> Option<Self> {
+        // SAFETY: per the contract (the shim checks `dev_is_pci` first).
+        let pci = unsafe { abi::nvpm_to_pci_dev(dev) };
+        NonNull::new(pci).map(Self)
+    }
+}
