@@ -43,7 +43,7 @@ pub(crate) struct RegState {
     core_context: Option<u64>,
     /// Where invalidations go (revocable pins only).
     invalidator: Option<&'static InvalidatorSlot>,
-    /// Bytes pinned, for the statistics.
+    /// Bytes counted in `pinned_bytes` (0 once given back).
     pinned_len: u64,
     /// The scatterlist handed to the core; freed at release.
     sg: Option<SgTable>,
@@ -70,6 +70,13 @@ impl RegState {
     }
 }
 
+impl RegState {
+    /// Takes the pages out of the statistics.
+    fn unaccount(&mut self) {
+        STATS.sub(Counter::PinnedBytes, core::mem::take(&mut self.pinned_len));
+    }
+}
+
 impl PinOwner for RegState {
     type Followup = Option<(u64, &'static InvalidatorSlot)>;
 
@@ -78,7 +85,7 @@ impl PinOwner for RegState {
         let action = self.apply(Event::CallbackBegin);
         if self.phase == Phase::Revoking {
             // The driver takes the pages back.
-            STATS.sub(Counter::PinnedBytes, self.pinned_len);
+            self.unaccount();
         }
         match action {
             Ok(Action::ForwardInvalidation) => self.core_context.zip(self.invalidator),
@@ -118,10 +125,11 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
         phase: Phase::Pinned,
         core_context: None,
         invalidator: (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT),
-        pinned_len: range.len(),
+        pinned_len: 0,
         sg: None,
         _module: ModuleRef::get()?,
     };
+    STATS.add(Counter::ContextsLive, 1);
     let Ok(pin) = GpuPin::new(range, kind, state) else {
         STATS.add(Counter::ErrorsAcquire, 1);
         return None;
@@ -129,8 +137,13 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
     match pin.pin() {
         Ok(info) => {
             STATS.add(Counter::Registrations, 1);
-            STATS.add(Counter::ContextsLive, 1);
-            STATS.add(Counter::PinnedBytes, range.len());
+            let mut locked = pin.lock();
+            let state = locked.owner();
+            if state.phase == Phase::Pinned {
+                state.pinned_len = range.len();
+                STATS.add(Counter::PinnedBytes, range.len());
+            }
+            drop(locked);
             if !ABI_LOGGED.swap(true, Ordering::Relaxed) {
                 pr_info!("NVIDIA driver page-table ABI {:?}\n", info.abi);
             }
@@ -280,8 +293,8 @@ fn end_of_use(ctx: ArcBorrow<'_, Context>, event: Event) {
     };
     let kind = ctx.kind();
     let teardown = pin.take_teardown(kind);
+    pin.owner().unaccount();
     drop(pin);
-    STATS.sub(Counter::PinnedBytes, ctx.range().len());
     let ctx: Arc<Context> = ctx.into();
     match kind {
         PinKind::Revocable => {
