@@ -127,6 +127,17 @@ pub enum Origin {
     Mellanox,
 }
 
+impl Origin {
+    /// Who, in words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Ours => "this project",
+            Origin::Nvidia => "NVIDIA",
+            Origin::Mellanox => "Mellanox",
+        }
+    }
+}
+
 /// An installed peermem module file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModFile {

@@ -73,7 +73,7 @@ pub(crate) fn bundled(ctx: &Ctx<'_>) -> Check {
     let mut detail: Vec<String> = ctx
         .files
         .iter()
-        .map(|f| format!("{} ({:?}, by {})", f.rel, f.origin, f.by))
+        .map(|f| format!("{}: {} (told by {})", f.rel, f.origin.as_str(), f.by))
         .collect();
     if let Some(t) = &target {
         detail.push(format!("modules.dep: `modprobe {MODULE}` loads {t}"));

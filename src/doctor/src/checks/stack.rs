@@ -185,7 +185,7 @@ pub(crate) fn rdma_devices(ctx: &Ctx<'_>) -> Check {
             let ports: Vec<String> = n
                 .ports
                 .iter()
-                .map(|(p, s)| format!("port {p} {s}"))
+                .map(|(p, s)| format!("port {p}: {}", s.split_once(": ").map_or(s.as_str(), |(_, name)| name)))
                 .collect();
             format!("{}: {pci}; {}", n.name, ports.join(", "))
         })
