@@ -15,7 +15,9 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [name, dir] = args.as_slice() else {
-        eprintln!("usage: mkfixture NAME DIR (NAME is a directory of tests/fixtures; DIR must not exist)");
+        eprintln!(
+            "usage: mkfixture NAME DIR (NAME is a directory of tests/fixtures; DIR must not exist)"
+        );
         return ExitCode::from(2);
     };
     if Path::new(dir).exists() {

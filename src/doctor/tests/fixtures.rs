@@ -32,5 +32,28 @@ macro_rules! fixtures {
 }
 
 fixtures! {
+    acs => "acs",
+    bar1_unassigned => "bar1-unassigned",
+    bundled_ko => "bundled-ko",
+    bundled_rule => "bundled-rule",
+    dgx => "dgx",
+    inbox => "inbox",
+    iommu_passthrough => "iommu-passthrough",
+    iommu_translated => "iommu-translated",
+    modprobe_disabled => "modprobe-disabled",
+    mofed_2407 => "mofed-2407",
+    no_driver => "no-driver",
+    node => "node",
+    nonroot => "nonroot",
+    not_loaded => "not-loaded",
+    nv_peer_mem => "nv-peer-mem",
+    nv_peer_mem_installed => "nv-peer-mem-installed",
+    old_driver => "old-driver",
+    peerdirect_mismatch => "peerdirect-mismatch",
+    phb => "phb",
     pix => "pix",
+    pxb => "pxb",
+    small_bar1 => "small-bar1",
+    stats_errors => "stats-errors",
+    sys => "sys",
 }

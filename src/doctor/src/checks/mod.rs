@@ -138,6 +138,24 @@ pub fn list(items: &[String]) -> String {
     }
 }
 
+/// Lists up to four names, or counts them (`8 GPUs`).
+pub fn few(items: &[String], noun: &str) -> String {
+    if items.len() <= 4 {
+        list(items)
+    } else {
+        format!("{} {noun}", items.len())
+    }
+}
+
+/// `: a, b and c` for up to four names, nothing for more (the detail has them).
+pub fn colon_list(items: &[String]) -> String {
+    if items.is_empty() || items.len() > 4 {
+        String::new()
+    } else {
+        format!(": {}", list(items))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

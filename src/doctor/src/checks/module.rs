@@ -137,10 +137,14 @@ pub(crate) fn stats(ctx: &Ctx<'_>) -> (Check, Option<Vec<Stat>>) {
         return (Check::info(ID, "module not loaded: no statistics"), None);
     }
     let Some(text) = ctx.root.read_text(STATS_PATH) else {
+        if ctx.loaded_is_nvidias() {
+            return (
+                Check::info(ID, "no statistics: NVIDIA's module keeps none"),
+                None,
+            );
+        }
         let why = if ctx.root.list("/sys/kernel/debug").is_empty() {
             "debugfs is not mounted or not readable"
-        } else if ctx.loaded_is_nvidias() {
-            "NVIDIA's module keeps no statistics"
         } else {
             "the file is missing or not readable"
         };

@@ -5,22 +5,13 @@
 
 use std::collections::BTreeSet;
 
-use super::{bytes, list, Ctx, MODULE};
+use super::{bytes, colon_list, few, list, Ctx, MODULE};
 use crate::pci::{Acs, PciDev, BUS_DEVICES};
 use crate::report::Check;
 use crate::topology::Link;
 
 /// BAR1 below this makes large registrations fail.
 pub const MIN_BAR1: u64 = 1 << 30;
-
-/// Lists up to four names, or counts them.
-fn few(items: &[String], noun: &str) -> String {
-    if items.len() <= 4 {
-        list(items)
-    } else {
-        format!("{} {noun}", items.len())
-    }
-}
 
 /// `gpu.devices`: NVIDIA GPUs on the PCI bus.
 pub(crate) fn gpu_devices(ctx: &Ctx<'_>) -> Check {
@@ -47,7 +38,7 @@ pub(crate) fn gpu_devices(ctx: &Ctx<'_>) -> Check {
         .collect();
     Check::ok(
         ID,
-        format!("{} NVIDIA GPU(s): {}", gpus.len(), few(&gpus, "GPUs")),
+        format!("{} NVIDIA GPU(s){}", gpus.len(), colon_list(&gpus)),
     )
     .detail(detail)
 }

@@ -3,7 +3,7 @@
 //! The two stacks the module sits between: the NVIDIA driver (its
 //! `nvidia_p2p_*` exports) and the RDMA core (the peer-memory API, devices).
 
-use super::{list, Ctx};
+use super::{colon_list, list, Ctx};
 use crate::kmod::{self, NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
 use crate::report::Check;
 
@@ -185,7 +185,12 @@ pub(crate) fn rdma_devices(ctx: &Ctx<'_>) -> Check {
             let ports: Vec<String> = n
                 .ports
                 .iter()
-                .map(|(p, s)| format!("port {p}: {}", s.split_once(": ").map_or(s.as_str(), |(_, name)| name)))
+                .map(|(p, s)| {
+                    format!(
+                        "port {p}: {}",
+                        s.split_once(": ").map_or(s.as_str(), |(_, name)| name)
+                    )
+                })
                 .collect();
             format!("{}: {pci}; {}", n.name, ports.join(", "))
         })
@@ -213,5 +218,9 @@ pub(crate) fn rdma_devices(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    Check::ok(ID, format!("{} RDMA device(s): {}", hw.len(), list(&hw))).detail(detail)
+    Check::ok(
+        ID,
+        format!("{} RDMA device(s){}", hw.len(), colon_list(&hw)),
+    )
+    .detail(detail)
 }

@@ -164,11 +164,19 @@ impl Tree {
                     self.read(if shared.exists() { &shared } else { &other })?
                 }
                 "file" => {
-                    let body = if tail.is_empty() { String::new() } else { unescape(tail) + "\n" };
-                    self.nodes.insert(arg.to_string(), Node::File(body.into_bytes()));
+                    let body = if tail.is_empty() {
+                        String::new()
+                    } else {
+                        unescape(tail) + "\n"
+                    };
+                    self.nodes
+                        .insert(arg.to_string(), Node::File(body.into_bytes()));
                 }
                 "append" => {
-                    let entry = self.nodes.entry(arg.to_string()).or_insert(Node::File(Vec::new()));
+                    let entry = self
+                        .nodes
+                        .entry(arg.to_string())
+                        .or_insert(Node::File(Vec::new()));
                     match entry {
                         Node::File(body) => body.extend((unescape(tail) + "\n").into_bytes()),
                         _ => return Err(err(file, n, format!("{arg} is not a file"))),
@@ -188,14 +196,16 @@ impl Tree {
                 },
                 "rm" => {
                     let prefix = format!("{arg}/");
-                    self.nodes.retain(|p, _| p != arg && !p.starts_with(&prefix));
+                    self.nodes
+                        .retain(|p, _| p != arg && !p.starts_with(&prefix));
                     self.pci.retain(|p, _| {
                         let full = format!("sys/devices/{p}");
                         full != arg && !full.starts_with(&prefix)
                     });
                 }
                 "link" => {
-                    self.nodes.insert(arg.to_string(), Node::Link(tail.to_string()));
+                    self.nodes
+                        .insert(arg.to_string(), Node::Link(tail.to_string()));
                 }
                 "dir" => {
                     self.nodes.insert(arg.to_string(), Node::Dir);
@@ -209,17 +219,34 @@ impl Tree {
                 }
                 "iommu-groups" => self.iommu = Some(arg.to_string()),
                 "gpu" | "nic" | "bridge" | "pci" => {
-                    let Some(mut dev) = Pci::of_kind(cmd) else { unreachable!() };
+                    let Some(mut dev) = Pci::of_kind(cmd) else {
+                        unreachable!()
+                    };
                     for kv in tail.split_whitespace() {
-                        let (k, v) = kv.split_once('=').ok_or_else(|| err(file, n, format!("bad {kv}")))?;
+                        let (k, v) = kv
+                            .split_once('=')
+                            .ok_or_else(|| err(file, n, format!("bad {kv}")))?;
                         let bad = || err(file, n, format!("bad value in {kv}"));
                         match k {
-                            "vendor" => dev.vendor = int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?,
-                            "device" => dev.device = int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?,
-                            "class" => dev.class = int(v).and_then(|x| u32::try_from(x).ok()).ok_or_else(bad)?,
+                            "vendor" => {
+                                dev.vendor =
+                                    int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?
+                            }
+                            "device" => {
+                                dev.device =
+                                    int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?
+                            }
+                            "class" => {
+                                dev.class =
+                                    int(v).and_then(|x| u32::try_from(x).ok()).ok_or_else(bad)?
+                            }
                             "numa" => dev.numa = Some(v.parse().map_err(|_| bad())?),
                             "bar1" => dev.bar1 = Some(size(v).ok_or_else(bad)?).filter(|&b| b != 0),
-                            "acs" => dev.acs = Some(int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?),
+                            "acs" => {
+                                dev.acs = Some(
+                                    int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?,
+                                )
+                            }
                             "ib" => dev.ib = Some(v.to_string()),
                             "config" if v == "short" => dev.short_config = true,
                             _ => return Err(err(file, n, format!("unknown key {k}"))),
@@ -251,12 +278,19 @@ impl Tree {
     /// Turns the PCI functions into files and links.
     fn materialize_pci(&mut self) {
         self.complete_pci();
-        let devices: Vec<(String, Pci)> = self.pci.iter().map(|(p, d)| (p.clone(), d.clone())).collect();
+        let devices: Vec<(String, Pci)> = self
+            .pci
+            .iter()
+            .map(|(p, d)| (p.clone(), d.clone()))
+            .collect();
         for (index, (path, dev)) in devices.iter().enumerate() {
             let dir = format!("sys/devices/{path}");
             let bdf = base(path).to_string();
             let host = path.split('/').next().unwrap_or("");
-            let numa = dev.numa.or_else(|| self.numa.get(host).copied()).unwrap_or(-1);
+            let numa = dev
+                .numa
+                .or_else(|| self.numa.get(host).copied())
+                .unwrap_or(-1);
             let mut put = |name: &str, body: Vec<u8>| {
                 self.nodes.insert(format!("{dir}/{name}"), Node::File(body));
             };
@@ -267,29 +301,46 @@ impl Tree {
             put("config", config(dev));
             put("resource", resource(dev, index).into_bytes());
             let bus_link = format!("sys/bus/pci/devices/{bdf}");
-            self.nodes.insert(bus_link.clone(), Node::Link(relative(&bus_link, &dir)));
+            self.nodes
+                .insert(bus_link.clone(), Node::Link(relative(&bus_link, &dir)));
             if let Some(ib) = &dev.ib {
                 let ibdir = format!("{dir}/infiniband/{ib}");
-                self.nodes.insert(format!("{ibdir}/ports/1/state"), Node::File(b"4: ACTIVE\n".to_vec()));
+                self.nodes.insert(
+                    format!("{ibdir}/ports/1/state"),
+                    Node::File(b"4: ACTIVE\n".to_vec()),
+                );
                 let dev_link = format!("{ibdir}/device");
-                self.nodes.insert(dev_link.clone(), Node::Link(relative(&dev_link, &dir)));
+                self.nodes
+                    .insert(dev_link.clone(), Node::Link(relative(&dev_link, &dir)));
                 let class_link = format!("sys/class/infiniband/{ib}");
-                self.nodes.insert(class_link.clone(), Node::Link(relative(&class_link, &ibdir)));
+                self.nodes.insert(
+                    class_link.clone(),
+                    Node::Link(relative(&class_link, &ibdir)),
+                );
             }
             if let Some(kind) = &self.iommu {
                 let group = format!("sys/kernel/iommu_groups/{index}");
-                self.nodes.insert(format!("{group}/type"), Node::File(format!("{kind}\n").into_bytes()));
+                self.nodes.insert(
+                    format!("{group}/type"),
+                    Node::File(format!("{kind}\n").into_bytes()),
+                );
                 let member = format!("{group}/devices/{bdf}");
-                self.nodes.insert(member.clone(), Node::Link(relative(&member, &dir)));
+                self.nodes
+                    .insert(member.clone(), Node::Link(relative(&member, &dir)));
                 let group_link = format!("{dir}/iommu_group");
-                self.nodes.insert(group_link.clone(), Node::Link(relative(&group_link, &group)));
+                self.nodes.insert(
+                    group_link.clone(),
+                    Node::Link(relative(&group_link, &group)),
+                );
             }
         }
         if self.iommu.is_some() {
             let unit = "sys/devices/virtual/iommu/dmar0";
-            self.nodes.insert(format!("{unit}/name"), Node::File(b"dmar0\n".to_vec()));
+            self.nodes
+                .insert(format!("{unit}/name"), Node::File(b"dmar0\n".to_vec()));
             let link = "sys/class/iommu/dmar0";
-            self.nodes.insert(link.to_string(), Node::Link(relative(link, unit)));
+            self.nodes
+                .insert(link.to_string(), Node::Link(relative(link, unit)));
         }
     }
 
@@ -339,11 +390,19 @@ fn resource(dev: &Pci, index: usize) -> String {
     const ZERO: &str = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
     let mut out = String::new();
     let bar0 = 0xf000_0000u64 + (index as u64) * (16 << 20);
-    out.push_str(&format!("0x{:016x} 0x{:016x} 0x0000000000040200\n", bar0, bar0 + (16 << 20) - 1));
+    out.push_str(&format!(
+        "0x{:016x} 0x{:016x} 0x0000000000040200\n",
+        bar0,
+        bar0 + (16 << 20) - 1
+    ));
     match dev.bar1 {
         Some(size) => {
             let start = 0x2000_0000_0000u64 + (index as u64) * (1 << 40);
-            out.push_str(&format!("0x{:016x} 0x{:016x} 0x000000000014220c\n", start, start + size - 1));
+            out.push_str(&format!(
+                "0x{:016x} 0x{:016x} 0x000000000014220c\n",
+                start,
+                start + size - 1
+            ));
         }
         None => out.push_str(ZERO),
     }
@@ -360,10 +419,19 @@ mod tests {
     #[test]
     fn relative_links() {
         assert_eq!(
-            relative("sys/bus/pci/devices/0000:03:00.0", "sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0"),
+            relative(
+                "sys/bus/pci/devices/0000:03:00.0",
+                "sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0"
+            ),
             "../../../devices/pci0000:00/0000:00:01.0/0000:03:00.0"
         );
-        assert_eq!(relative("sys/class/infiniband/mlx5_0", "sys/devices/x/infiniband/mlx5_0"), "../../devices/x/infiniband/mlx5_0");
+        assert_eq!(
+            relative(
+                "sys/class/infiniband/mlx5_0",
+                "sys/devices/x/infiniband/mlx5_0"
+            ),
+            "../../devices/x/infiniband/mlx5_0"
+        );
         assert_eq!(relative("a/b/dev/ib/m/device", "a/b/dev"), "../..");
     }
 

@@ -50,7 +50,10 @@ impl Json {
 
 /// Parses a whole document.
 pub fn parse(text: &str) -> Result<Json, String> {
-    let mut p = Parser { s: text.as_bytes(), i: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+    };
     let v = p.value()?;
     p.ws();
     if p.i != p.s.len() {
@@ -151,8 +154,11 @@ impl Parser<'_> {
                 {
                     self.i += 1;
                 }
-                let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
-                text.parse().map(Json::Num).map_err(|_| format!("bad number at {start}"))
+                let text =
+                    std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+                text.parse()
+                    .map(Json::Num)
+                    .map_err(|_| format!("bad number at {start}"))
             }
             _ => Err(format!("unexpected input at {}", self.i)),
         }
@@ -181,8 +187,11 @@ impl Parser<'_> {
                         b'f' => out.push(12),
                         b'u' => {
                             let hex = self.s.get(self.i..self.i + 4).ok_or("short \\u")?;
-                            let code = u32::from_str_radix(std::str::from_utf8(hex).map_err(|e| e.to_string())?, 16)
-                                .map_err(|e| e.to_string())?;
+                            let code = u32::from_str_radix(
+                                std::str::from_utf8(hex).map_err(|e| e.to_string())?,
+                                16,
+                            )
+                            .map_err(|e| e.to_string())?;
                             self.i += 4;
                             let ch = char::from_u32(code).ok_or("bad \\u")?;
                             out.extend(ch.to_string().bytes());

@@ -48,11 +48,16 @@ impl Expect {
             };
             let words: Vec<&str> = head.split_whitespace().collect();
             match words.as_slice() {
-                ["exit", n] => exp.exit = n.parse().unwrap_or_else(|_| panic!("{}:{}", path.display(), i + 1)),
-                ["nics", names @ ..] => exp.nics = names.iter().map(|s| s.to_string()).collect(),
-                ["topo", gpu, links @ ..] => {
-                    exp.topo.push((gpu.to_string(), links.iter().map(|s| s.to_string()).collect()))
+                ["exit", n] => {
+                    exp.exit = n
+                        .parse()
+                        .unwrap_or_else(|_| panic!("{}:{}", path.display(), i + 1))
                 }
+                ["nics", names @ ..] => exp.nics = names.iter().map(|s| s.to_string()).collect(),
+                ["topo", gpu, links @ ..] => exp.topo.push((
+                    gpu.to_string(),
+                    links.iter().map(|s| s.to_string()).collect(),
+                )),
                 ["stat", name, value] => exp.stats.push((name.to_string(), value.to_string())),
                 [status @ ("OK" | "INFO" | "WARN" | "FAIL"), id] => {
                     exp.checks.push((status.to_string(), id.to_string(), text))
@@ -68,7 +73,8 @@ impl Expect {
 fn scratch(name: &str) -> PathBuf {
     static COUNT: AtomicUsize = AtomicUsize::new(0);
     let n = COUNT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("peermem-doctor-{}-{n}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("peermem-doctor-{}-{n}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     dir
 }
@@ -100,15 +106,28 @@ fn compare_report(report: &Report, exp: &Expect, problems: &mut Vec<String>) {
     ids.dedup();
     let got: Vec<&str> = report.checks.iter().map(|c| c.id).collect();
     if ids != got {
-        problems.push(format!("check ids (in order) differ:\n  expected {ids:?}\n  got      {got:?}"));
+        problems.push(format!(
+            "check ids (in order) differ:\n  expected {ids:?}\n  got      {got:?}"
+        ));
     }
     for (status, id, text) in &exp.checks {
-        let Some(check) = report.check(id) else { continue };
+        let Some(check) = report.check(id) else {
+            continue;
+        };
         if check.status.as_str() != status {
-            problems.push(format!("{id}: expected {status}, got {} ({})", check.status.as_str(), check.summary));
+            problems.push(format!(
+                "{id}: expected {status}, got {} ({})",
+                check.status.as_str(),
+                check.summary
+            ));
         }
         if let Some(t) = text {
-            let all = format!("{}\n{}\n{}", check.summary, check.detail.join("\n"), check.fix.clone().unwrap_or_default());
+            let all = format!(
+                "{}\n{}\n{}",
+                check.summary,
+                check.detail.join("\n"),
+                check.fix.clone().unwrap_or_default()
+            );
             if !all.contains(t.as_str()) {
                 problems.push(format!("{id}: '{t}' not in summary, detail or fix"));
             }
@@ -117,23 +136,42 @@ fn compare_report(report: &Report, exp: &Expect, problems: &mut Vec<String>) {
     for check in &report.checks {
         let needs_fix = matches!(check.status.as_str(), "WARN" | "FAIL");
         if needs_fix && check.fix.as_deref().is_none_or(str::is_empty) {
-            problems.push(format!("{}: {} without a fix", check.id, check.status.as_str()));
+            problems.push(format!(
+                "{}: {} without a fix",
+                check.id,
+                check.status.as_str()
+            ));
         }
     }
     if report.exit_code() != exp.exit {
-        problems.push(format!("exit code: expected {}, got {}", exp.exit, report.exit_code()));
+        problems.push(format!(
+            "exit code: expected {}, got {}",
+            exp.exit,
+            report.exit_code()
+        ));
     }
     // The matrix: NIC columns, then one row per GPU.
     let topo = &report.topology;
-    let nics: Vec<&str> = topo.nics.iter().filter(|n| n.pci.is_some()).map(|n| n.name.as_str()).collect();
+    let nics: Vec<&str> = topo
+        .nics
+        .iter()
+        .filter(|n| n.pci.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
     if exp.topo.is_empty() {
         if !topo.pairs.is_empty() {
-            problems.push(format!("expected no GPU–NIC pair, got {}", topo.pairs.len()));
+            problems.push(format!(
+                "expected no GPU–NIC pair, got {}",
+                topo.pairs.len()
+            ));
         }
         return;
     }
     if nics != exp.nics {
-        problems.push(format!("NIC columns: expected {:?}, got {nics:?}", exp.nics));
+        problems.push(format!(
+            "NIC columns: expected {:?}, got {nics:?}",
+            exp.nics
+        ));
         return;
     }
     let gpus: Vec<&str> = topo.gpus.iter().map(|g| g.pci.bdf.as_str()).collect();
@@ -153,7 +191,9 @@ fn compare_report(report: &Report, exp: &Expect, problems: &mut Vec<String>) {
             })
             .collect();
         if &got != links {
-            problems.push(format!("topology of {gpu}: expected {links:?}, got {got:?}"));
+            problems.push(format!(
+                "topology of {gpu}: expected {links:?}, got {got:?}"
+            ));
         }
     }
 }
@@ -167,7 +207,16 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
             return;
         }
     };
-    let keys = ["tool", "version", "root", "verdict", "exit_status", "checks", "stats", "topology"];
+    let keys = [
+        "tool",
+        "version",
+        "root",
+        "verdict",
+        "exit_status",
+        "checks",
+        "stats",
+        "topology",
+    ];
     if doc.keys() != keys {
         problems.push(format!("JSON keys: {:?}", doc.keys()));
         return;
@@ -177,7 +226,11 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
     }
     let checks = doc.get("checks").and_then(Json::arr).unwrap_or(&[]);
     if checks.len() != report.checks.len() {
-        problems.push(format!("JSON has {} checks, the report {}", checks.len(), report.checks.len()));
+        problems.push(format!(
+            "JSON has {} checks, the report {}",
+            checks.len(),
+            report.checks.len()
+        ));
     }
     for (c, want) in checks.iter().zip(&report.checks) {
         if c.keys() != ["id", "status", "summary", "detail", "fix"] {
@@ -185,8 +238,15 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
             continue;
         }
         let s = |k: &str| c.get(k).and_then(Json::str);
-        if s("id") != Some(want.id) || s("status") != Some(want.status.as_str()) || s("summary").is_none() {
-            problems.push(format!("JSON check {:?} differs from {}", c.get("id"), want.id));
+        if s("id") != Some(want.id)
+            || s("status") != Some(want.status.as_str())
+            || s("summary").is_none()
+        {
+            problems.push(format!(
+                "JSON check {:?} differs from {}",
+                c.get("id"),
+                want.id
+            ));
         }
         if s("detail").is_none() {
             problems.push(format!("JSON {}: detail is not a string", want.id));
@@ -197,7 +257,12 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
             _ => true,
         };
         if !fix_ok {
-            problems.push(format!("JSON {}: fix {:?} for {}", want.id, c.get("fix"), want.status.as_str()));
+            problems.push(format!(
+                "JSON {}: fix {:?} for {}",
+                want.id,
+                c.get("fix"),
+                want.status.as_str()
+            ));
         }
     }
     for (name, value) in &exp.stats {
@@ -212,13 +277,20 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
         }
     }
     let topo = doc.get("topology");
-    let pairs = topo.and_then(|t| t.get("pairs")).and_then(Json::arr).unwrap_or(&[]);
-    if topo.map(Json::keys) != Some(vec!["gpus", "nics", "pairs"]) || pairs.len() != report.topology.pairs.len() {
+    let pairs = topo
+        .and_then(|t| t.get("pairs"))
+        .and_then(Json::arr)
+        .unwrap_or(&[]);
+    if topo.map(Json::keys) != Some(vec!["gpus", "nics", "pairs"])
+        || pairs.len() != report.topology.pairs.len()
+    {
         problems.push("JSON topology: wrong keys or pair count".to_string());
     }
     for (p, want) in pairs.iter().zip(&report.topology.pairs) {
         let link = p.get("link").and_then(Json::str);
-        if p.keys() != ["gpu", "nic", "nic_pci", "link", "bridges"] || link != Some(want.link.as_str()) {
+        if p.keys() != ["gpu", "nic", "nic_pci", "link", "bridges"]
+            || link != Some(want.link.as_str())
+        {
             problems.push(format!("JSON pair {p:?}"));
         }
     }
@@ -236,7 +308,10 @@ pub fn check_fixture(name: &str) {
     let dir_arg = dir.to_string_lossy().into_owned();
     let (text, code) = doctor(&["--root", &dir_arg]);
     if code != exp.exit {
-        problems.push(format!("binary exit status: expected {}, got {code}", exp.exit));
+        problems.push(format!(
+            "binary exit status: expected {}, got {code}",
+            exp.exit
+        ));
     }
     for check in &report.checks {
         let start = format!("{:<7}{}", check.status.as_str(), check.id);
@@ -251,7 +326,10 @@ pub fn check_fixture(name: &str) {
     }
     let (json_text, json_code) = doctor(&["--json", &format!("--root={dir_arg}")]);
     if json_code != exp.exit {
-        problems.push(format!("--json exit status: expected {}, got {json_code}", exp.exit));
+        problems.push(format!(
+            "--json exit status: expected {}, got {json_code}",
+            exp.exit
+        ));
     }
     compare_json(&json_text, &report, &exp, &mut problems);
 
