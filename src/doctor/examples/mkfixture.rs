@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-#[path = "../tests/support/fixture.rs"]
+#[path = "../tests/doctor/support/fixture.rs"]
 mod fixture;
 
 use std::path::Path;

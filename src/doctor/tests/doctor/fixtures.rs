@@ -3,7 +3,7 @@
 //! One test per fixture under `tests/fixtures/`: build the tree, run the
 //! doctor (library and binary), compare with the fixture's `expect` file.
 
-mod support;
+use crate::support;
 
 macro_rules! fixtures {
     ($($test:ident => $dir:literal,)*) => {
