@@ -4,6 +4,8 @@
 //! `fixtures` (one test per fixture tree), `cli` (the command line and
 //! broken trees), `support` (tree generator, expectations, JSON reader).
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod fixtures;
 mod support;
