@@ -73,9 +73,12 @@ pub(crate) fn params(ctx: &Ctx<'_>) -> Check {
     };
     let (persistent, peerdirect) = (read("persistent_api_support"), read("peerdirect_support"));
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_string());
-    let mode = match persistent.as_deref() {
-        Some("1") => "one persistent client nv_mem; MR registration fails on MIG and vGPU",
-        Some("0") => "revocable nv_mem plus persistent nv_mem_nc",
+    // This module backs the persistent nv_mem with a revocable client
+    // (MIG, vGPU); NVIDIA's registers nv_mem alone.
+    let mode = match (persistent.as_deref(), ctx.loaded_is_nvidias()) {
+        (Some("1"), false) => "persistent nv_mem, revocable nv_mem_fallback behind it",
+        (Some("1"), true) => "one persistent client nv_mem: registrations fail on MIG and vGPU",
+        (Some("0"), _) => "revocable nv_mem plus persistent nv_mem_nc",
         _ => "client layout unknown",
     };
     let summary = format!(
@@ -122,10 +125,13 @@ fn is_error_counter(name: &str) -> bool {
 /// What to do about a non-zero error counter.
 fn error_hint(name: &str) -> &'static str {
     match name {
-        "errors_get_pages" => {
-            "get_pages errors: BAR1 exhausted (see gpu.bar1) or memory not from cudaMalloc (VMM, managed)"
+        "errors_acquire" | "errors_get_pages" => {
+            "pinning failed: GPU BAR1 space exhausted (see gpu.bar1; deregister memory) or a driver error"
         }
-        "errors_dma_map" => "dma_map errors: check iommu.mode and pci.acs",
+        "errors_dma_map" => "mapping for the NIC failed: check iommu.mode and pci.acs",
+        "errors_out_of_order" => {
+            "the RDMA core called out of order: check peerdirect_support against the RDMA core (rdma.peer_symbols)"
+        }
         _ => "",
     }
 }
