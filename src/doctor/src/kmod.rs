@@ -355,6 +355,24 @@ fn parse_rule(line: &str, want: &str) -> Option<RuleKind> {
     }
 }
 
+/// The `module_blacklist=` and `modprobe.blacklist=` options of a kernel
+/// command line that name module `name`.
+pub fn cmdline_blacklists(cmdline: &str, name: &str) -> Vec<String> {
+    let want = normalize(name);
+    cmdline
+        .split_whitespace()
+        .filter(|opt| {
+            ["module_blacklist=", "modprobe.blacklist="]
+                .iter()
+                .any(|key| {
+                    opt.strip_prefix(key)
+                        .is_some_and(|v| v.split(',').any(|m| normalize(m) == want))
+                })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// The modules an install command loads and the other programs it runs.
 pub fn parse_install(command: &str) -> (Vec<String>, Vec<String>) {
     let mut loads = Vec::new();
@@ -444,6 +462,21 @@ mod tests {
                 RuleKind::Other("softdep".into()),
             ]
         );
+    }
+
+    #[test]
+    fn cmdline_blacklist_options() {
+        let line =
+            "ro quiet module_blacklist=nouveau,nvidia-peermem modprobe.blacklist=nvidia_peermem \
+                    module_blacklist=nvidia_peermem_x modprobe.blacklist=";
+        assert_eq!(
+            cmdline_blacklists(line, "nvidia_peermem"),
+            [
+                "module_blacklist=nouveau,nvidia-peermem",
+                "modprobe.blacklist=nvidia_peermem"
+            ]
+        );
+        assert!(cmdline_blacklists("ro quiet", "nvidia_peermem").is_empty());
     }
 
     #[test]

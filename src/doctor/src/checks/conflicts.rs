@@ -121,16 +121,36 @@ pub(crate) fn bundled(ctx: &Ctx<'_>) -> Check {
 pub(crate) fn modprobe(ctx: &Ctx<'_>) -> Check {
     const ID: &str = "conflict.modprobe";
     let rules = kmod::modprobe_rules(ctx.root, MODULE);
-    let detail: Vec<String> = rules
+    let cmdline = ctx.root.read_attr("/proc/cmdline").unwrap_or_default();
+    let banned = kmod::cmdline_blacklists(&cmdline, MODULE);
+    let mut detail: Vec<String> = rules
         .iter()
         .map(|r| format!("{}: {}", r.file, r.text))
         .collect();
+    detail.extend(banned.iter().map(|b| format!("/proc/cmdline: {b}")));
     let mut worst: Option<Check> = None;
     let mut keep = |c: Check| {
         if worst.as_ref().is_none_or(|w| c.status > w.status) {
             worst = Some(c);
         }
     };
+    // `module_blacklist=` makes the kernel refuse the module; `modprobe.blacklist=`
+    // only stops loading by alias, like a blacklist line.
+    for b in &banned {
+        if b.starts_with("module_blacklist=") {
+            keep(Check::fail(
+                ID,
+                format!("the kernel command line forbids loading {MODULE} ({b})"),
+                format!("remove {MODULE} from `{b}` in the boot loader configuration and reboot"),
+            ));
+        } else {
+            keep(Check::warn(
+                ID,
+                format!("{MODULE} is blacklisted on the kernel command line ({b})"),
+                format!("remove {MODULE} from `{b}` if the module should load automatically"),
+            ));
+        }
+    }
     for rule in &rules {
         match &rule.kind {
             RuleKind::Install { loads, runs } => {
@@ -183,7 +203,7 @@ pub(crate) fn modprobe(ctx: &Ctx<'_>) -> Check {
     }
     match worst {
         Some(c) if c.status > Status::Info => c.detail(detail),
-        Some(c) if rules.len() == 1 => c.detail(detail),
+        Some(c) if rules.len() + banned.len() == 1 => c.detail(detail),
         Some(_) => Check::info(
             ID,
             format!("{} modprobe.d rules mention {MODULE}", rules.len()),

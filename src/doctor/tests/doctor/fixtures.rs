@@ -37,6 +37,7 @@ fixtures! {
     bundled_ko => "bundled-ko",
     bundled_rule => "bundled-rule",
     client_missing => "client-missing",
+    cmdline_forbidden => "cmdline-forbidden",
     dgx => "dgx",
     inbox => "inbox",
     iommu_passthrough => "iommu-passthrough",
