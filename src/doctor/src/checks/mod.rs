@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The checks, in report order. Each reads what it needs through [`Ctx`]
+//! and returns one [`Check`]; none of them fails on a missing file.
+//!
+//! | id                    | looks at                                             |
+//! |-----------------------|------------------------------------------------------|
+//! | `module.loaded`       | `/sys/module/nvidia_peermem`, installed `.ko` files  |
+//! | `module.params`       | its two parameters                                   |
+//! | `module.stats`        | `/sys/kernel/debug/nvidia_peermem/stats`             |
+//! | `conflict.nv_peer_mem`| Mellanox's `nv_peer_mem`, loaded or installed        |
+//! | `conflict.bundled`    | NVIDIA's own peermem `.ko` under `/lib/modules`      |
+//! | `conflict.modprobe`   | modprobe.d rules for `nvidia-peermem`                |
+//! | `nvidia.driver`       | `/sys/module/nvidia`                                 |
+//! | `nvidia.p2p`          | `nvidia_p2p_*` in `/proc/kallsyms`                   |
+//! | `rdma.peer_symbols`   | `ib_register_peer_memory_client` and its owner       |
+//! | `rdma.devices`        | `/sys/class/infiniband`                              |
+//! | `gpu.devices`         | NVIDIA GPUs on the PCI bus                           |
+//! | `gpu.bar1`            | BAR1 size of each GPU                                |
+//! | `pci.topology`        | nearest NIC of each GPU (PIX/PXB/PHB/NODE/SYS)       |
+//! | `pci.acs`             | ACS on the bridges between GPUs and NICs             |
+//! | `iommu.mode`          | passthrough or translated                            |
+//! | `gdr.detection`       | the files NCCL and UCX test for GPUDirect RDMA       |
+
+mod conflicts;
+mod module;
+mod platform;
+mod stack;
+
+use crate::kmod::{self, Kallsyms, Loaded, ModFile};
+use crate::report::{Check, Report};
+use crate::root::Root;
+use crate::topology::Topology;
+
+pub use module::{parse_stats, STATS_PATH};
+
+/// The module this doctor is about, as `/sys/module` names it.
+pub const MODULE: &str = "nvidia_peermem";
+
+/// Facts several checks share, read once.
+pub(crate) struct Ctx<'a> {
+    /// Where files are read.
+    pub root: &'a Root,
+    /// `uname -r`, if known.
+    pub release: Option<String>,
+    /// Peer-memory and P2P symbols.
+    pub kallsyms: Kallsyms,
+    /// `nvidia_peermem`, if loaded.
+    pub ours: Option<Loaded>,
+    /// `nvidia`, if loaded.
+    pub nvidia: Option<Loaded>,
+    /// Installed peermem module files.
+    pub files: Vec<ModFile>,
+    /// GPUs, NICs and pairs.
+    pub topo: Topology,
+}
+
+impl Ctx<'_> {
+    /// Whether the loaded `nvidia_peermem` is NVIDIA's: its version is the driver's.
+    pub fn loaded_is_nvidias(&self) -> bool {
+        match (&self.ours, &self.nvidia) {
+            (Some(ours), Some(nv)) => ours.version.is_some() && ours.version == nv.version,
+            _ => false,
+        }
+    }
+}
+
+/// Runs every check against the files below `root`.
+pub fn run(root: &Root) -> Report {
+    let release = kmod::kernel_release(root);
+    let files = release
+        .as_deref()
+        .map(|r| kmod::peermem_files(root, r))
+        .unwrap_or_default();
+    let ctx = Ctx {
+        root,
+        kallsyms: Kallsyms::read(root),
+        ours: kmod::loaded(root, MODULE),
+        nvidia: kmod::loaded(root, "nvidia"),
+        files,
+        release,
+        topo: Topology::scan(root),
+    };
+    let (stats_check, stats) = module::stats(&ctx);
+    let checks: Vec<Check> = vec![
+        module::loaded(&ctx),
+        module::params(&ctx),
+        stats_check,
+        conflicts::nv_peer_mem(&ctx),
+        conflicts::bundled(&ctx),
+        conflicts::modprobe(&ctx),
+        stack::nvidia_driver(&ctx),
+        stack::nvidia_p2p(&ctx),
+        stack::peer_symbols(&ctx),
+        stack::rdma_devices(&ctx),
+        platform::gpu_devices(&ctx),
+        platform::bar1(&ctx),
+        platform::topology(&ctx),
+        platform::acs(&ctx),
+        platform::iommu(&ctx),
+        platform::gdr_detection(&ctx),
+    ];
+    Report {
+        root: root.base().display().to_string(),
+        checks,
+        topology: ctx.topo,
+        stats,
+    }
+}
+
+/// A byte count for people: `256 MiB`, `64 GiB`, `1.5 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (size, unit) in UNITS {
+        if n >= size {
+            return if n % size == 0 {
+                format!("{} {unit}", n / size)
+            } else {
+                // CAST: display only; precision loss above 2^53 does not matter.
+                format!("{:.1} {unit}", n as f64 / size as f64)
+            };
+        }
+    }
+    format!("{n} B")
+}
+
+/// `a, b and c`.
+pub fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// Lists up to four names, or counts them (`8 GPUs`).
+pub fn few(items: &[String], noun: &str) -> String {
+    if items.len() <= 4 {
+        list(items)
+    } else {
+        format!("{} {noun}", items.len())
+    }
+}
+
+/// `: a, b and c` for up to four names, nothing for more (the detail has them).
+pub fn colon_list(items: &[String]) -> String {
+    if items.is_empty() || items.len() > 4 {
+        String::new()
+    } else {
+        format!(": {}", list(items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(bytes(256 << 20), "256 MiB");
+        assert_eq!(bytes(64 << 30), "64 GiB");
+        assert_eq!(bytes(3 << 29), "1.5 GiB");
+        assert_eq!(bytes(100), "100 B");
+    }
+
+    #[test]
+    fn lists() {
+        assert_eq!(list(&[]), "");
+        assert_eq!(list(&["a".into()]), "a");
+        assert_eq!(list(&["a".into(), "b".into(), "c".into()]), "a, b and c");
+    }
+}

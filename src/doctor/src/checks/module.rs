@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The module itself: loaded, its parameters, its statistics.
+
+use super::{list, Ctx, MODULE};
+use crate::kmod::{Origin, PEER_REGISTER};
+use crate::report::{Check, Stat};
+
+/// The module's statistics in debugfs: one `name value` pair per line.
+pub const STATS_PATH: &str = "/sys/kernel/debug/nvidia_peermem/stats";
+
+/// `module.loaded`: is `nvidia_peermem` loaded, and is it this project's?
+pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "module.loaded";
+    let ours_installed: Vec<String> = ctx
+        .files
+        .iter()
+        .filter(|f| f.origin == Origin::Ours)
+        .map(|f| f.rel.clone())
+        .collect();
+    let installed = match &ctx.release {
+        None => "kernel release unknown".to_string(),
+        Some(rel) if ours_installed.is_empty() => format!("not installed for kernel {rel}"),
+        Some(rel) => format!("installed for kernel {rel}: {}", list(&ours_installed)),
+    };
+    let Some(module) = &ctx.ours else {
+        let fix = if ours_installed.is_empty() && ctx.release.is_some() {
+            "install the nvidia-peermem package for this kernel (DKMS builds it), then `modprobe nvidia_peermem`"
+        } else {
+            "`modprobe nvidia_peermem` (if it fails, `dmesg | grep -i peer` says why); to load it at boot, \
+             add `nvidia_peermem` to /etc/modules-load.d/nvidia-peermem.conf"
+        };
+        return Check::fail(ID, format!("{MODULE} is not loaded ({installed})"), fix);
+    };
+    let version = module.version.as_deref().unwrap_or("(no version)");
+    let detail = vec![
+        format!("/sys/module/{MODULE}/version: {version}"),
+        format!(
+            "initstate: {}",
+            module.initstate.as_deref().unwrap_or("unknown")
+        ),
+        installed,
+    ];
+    if let Some(state) = module.initstate.as_deref().filter(|s| *s != "live") {
+        return Check::warn(
+            ID,
+            format!("{MODULE} {version} is {state}, not live"),
+            "wait for the load or unload to finish; if it stays, `dmesg` shows the stuck step",
+        )
+        .detail(detail);
+    }
+    if ctx.loaded_is_nvidias() {
+        return Check::warn(
+            ID,
+            format!("the loaded {MODULE} {version} is NVIDIA's bundled module (same version as the driver), not this one"),
+            "`rmmod nvidia_peermem`, remove what loads NVIDIA's (see conflict.bundled and conflict.modprobe), \
+             then `modprobe nvidia_peermem`",
+        )
+        .detail(detail);
+    }
+    Check::ok(ID, format!("{MODULE} {version} is loaded")).detail(detail)
+}
+
+/// `module.params`: the two parameters and what they select.
+pub(crate) fn params(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "module.params";
+    if ctx.ours.is_none() {
+        return Check::info(ID, "module not loaded: parameters unknown");
+    }
+    let read = |p: &str| {
+        ctx.root
+            .read_attr(&format!("/sys/module/{MODULE}/parameters/{p}"))
+    };
+    let (persistent, peerdirect) = (read("persistent_api_support"), read("peerdirect_support"));
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_string());
+    // This module backs the persistent nv_mem with a revocable client
+    // (MIG, vGPU); NVIDIA's registers nv_mem alone.
+    let mode = match (persistent.as_deref(), ctx.loaded_is_nvidias()) {
+        (Some("1"), false) => "persistent nv_mem, revocable nv_mem_fallback behind it",
+        (Some("1"), true) => "one persistent client nv_mem: registrations fail on MIG and vGPU",
+        (Some("0"), _) => "revocable nv_mem plus persistent nv_mem_nc",
+        _ => "client layout unknown",
+    };
+    let summary = format!(
+        "persistent_api_support={} ({mode}), peerdirect_support={}",
+        show(&persistent),
+        show(&peerdirect)
+    );
+    let owner = ctx.kallsyms.owner(PEER_REGISTER).flatten();
+    if peerdirect.as_deref() == Some("1") && owner == Some("ib_uverbs") {
+        return Check::warn(
+            ID,
+            format!("{summary}: the legacy MOFED 4.1–5.0 layout, but the RDMA core is DOCA-OFED 24.07 or newer"),
+            "reload with peerdirect_support=0 (drop it from the `options nvidia_peermem` line in modprobe.d)",
+        );
+    }
+    Check::ok(ID, summary)
+}
+
+/// Parses the statistics file: counters, and the lines that are not `name value`.
+pub fn parse_stats(text: &str) -> (Vec<Stat>, Vec<String>) {
+    let mut stats = Vec::new();
+    let mut bad = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some(name), Some(value), None) => stats.push(Stat {
+                name: name.trim_end_matches(':').to_string(),
+                value: value.to_string(),
+            }),
+            _ => bad.push(line.to_string()),
+        }
+    }
+    (stats, bad)
+}
+
+/// Whether a counter counts failures.
+fn is_error_counter(name: &str) -> bool {
+    name.starts_with("errors")
+        || name.starts_with("error_")
+        || name.ends_with("_errors")
+        || name.contains("fail")
+}
+
+/// What to do about a non-zero error counter.
+fn error_hint(name: &str) -> &'static str {
+    match name {
+        "errors_acquire" | "errors_get_pages" => {
+            "pinning failed: GPU BAR1 space exhausted (see gpu.bar1; deregister memory) or a driver error"
+        }
+        "errors_dma_map" => "mapping for the NIC failed: check iommu.mode and pci.acs",
+        "errors_out_of_order" => {
+            "the RDMA core called out of order: check peerdirect_support against the RDMA core (rdma.peer_symbols)"
+        }
+        _ => "",
+    }
+}
+
+/// `module.stats`: the module's counters, with non-zero error counters flagged.
+pub(crate) fn stats(ctx: &Ctx<'_>) -> (Check, Option<Vec<Stat>>) {
+    const ID: &str = "module.stats";
+    if ctx.ours.is_none() {
+        return (Check::info(ID, "module not loaded: no statistics"), None);
+    }
+    let Some(text) = ctx.root.read_text(STATS_PATH) else {
+        if ctx.loaded_is_nvidias() {
+            return (
+                Check::info(ID, "no statistics: NVIDIA's module keeps none"),
+                None,
+            );
+        }
+        let why = if ctx.root.list("/sys/kernel/debug").is_empty() {
+            "debugfs is not mounted or not readable"
+        } else {
+            "the file is missing or not readable"
+        };
+        return (
+            Check::info(ID, format!("{STATS_PATH} unreadable: {why}")).fix(
+                "run as root with debugfs mounted (`mount -t debugfs none /sys/kernel/debug`)",
+            ),
+            None,
+        );
+    };
+    let (stats, bad) = parse_stats(&text);
+    let mut detail: Vec<String> = stats
+        .iter()
+        .map(|s| format!("{} {}", s.name, s.value))
+        .collect();
+    detail.extend(bad.iter().map(|l| format!("unparsed line: {l}")));
+    let errors: Vec<&Stat> = stats
+        .iter()
+        .filter(|s| is_error_counter(&s.name) && s.value.parse::<u64>().is_ok_and(|v| v != 0))
+        .collect();
+    let check = if errors.is_empty() {
+        let shown: Vec<String> = stats
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.name.as_str(),
+                    "contexts_live" | "pinned_bytes" | "registrations"
+                )
+            })
+            .map(|s| format!("{}={}", s.name, s.value))
+            .collect();
+        let mut summary = format!("{} counters, no errors", stats.len());
+        if !shown.is_empty() {
+            summary = format!("{summary} ({})", shown.join(" "));
+        }
+        Check::ok(ID, summary)
+    } else {
+        let named: Vec<String> = errors
+            .iter()
+            .map(|s| format!("{}={}", s.name, s.value))
+            .collect();
+        let mut hints: Vec<&str> = errors
+            .iter()
+            .map(|s| error_hint(&s.name))
+            .filter(|h| !h.is_empty())
+            .collect();
+        hints.push("`dmesg | grep nvidia_peermem` has the errno of each failure");
+        Check::warn(
+            ID,
+            format!("error counters are non-zero: {}", named.join(" ")),
+            hints.join("; "),
+        )
+    };
+    (check.detail(detail), Some(stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_lines() {
+        let (stats, bad) = parse_stats(
+            "contexts_live 2\npinned_bytes: 65536\n\nweird line here\nfuture_counter 7\n",
+        );
+        assert_eq!(stats.len(), 3);
+        assert_eq!(stats[1].name, "pinned_bytes");
+        assert_eq!(stats[2].value, "7");
+        assert_eq!(bad, ["weird line here"]);
+    }
+
+    #[test]
+    fn error_counters() {
+        assert!(is_error_counter("errors_get_pages"));
+        assert!(is_error_counter("dma_map_failures"));
+        assert!(is_error_counter("invalidate_errors"));
+        assert!(!is_error_counter("declines"));
+        assert!(!is_error_counter("registrations"));
+    }
+}

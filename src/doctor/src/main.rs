@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Command line: `nvidia-peermem-doctor [--root DIR] [--json] [--verbose]`.
+//!
+//! Exit status: 0 when nothing blocks GPUDirect RDMA, 1 when something
+//! does (a FAIL line), 2 on a usage error.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use peermem_doctor::{output, run, Root};
+
+const USAGE: &str = "\
+usage: nvidia-peermem-doctor [--root DIR] [--json] [--verbose]
+
+Checks this host for GPUDirect RDMA with nvidia_peermem: the module, conflicting
+modules, the NVIDIA driver, the RDMA core's peer-memory API, RDMA devices, the
+PCIe path between GPUs and NICs, ACS, the IOMMU, BAR1 and what NCCL/UCX detect.
+
+  --root DIR    read /sys, /proc, /lib/modules, /etc... below DIR (default /)
+  --json        print the report as JSON
+  -v, --verbose print the facts behind each line
+  -h, --help    print this help
+  -V, --version print the version
+
+Exit status: 0 nothing blocks, 1 a blocking problem (FAIL), 2 usage error.
+";
+
+/// Parsed command line.
+struct Args {
+    root: PathBuf,
+    json: bool,
+    verbose: bool,
+}
+
+/// What the command line asks for.
+enum Cmd {
+    Run(Args),
+    Print(String),
+}
+
+fn parse(mut argv: impl Iterator<Item = String>) -> Result<Cmd, String> {
+    let mut args = Args {
+        root: PathBuf::from("/"),
+        json: false,
+        verbose: false,
+    };
+    while let Some(arg) = argv.next() {
+        match arg.as_str() {
+            "--json" => args.json = true,
+            "-v" | "--verbose" => args.verbose = true,
+            "-h" | "--help" => return Ok(Cmd::Print(USAGE.to_string())),
+            "-V" | "--version" => {
+                return Ok(Cmd::Print(format!(
+                    "nvidia-peermem-doctor {}\n",
+                    output::VERSION
+                )))
+            }
+            "--root" => match argv.next() {
+                Some(dir) if !dir.is_empty() => args.root = PathBuf::from(dir),
+                _ => return Err("--root needs a directory".to_string()),
+            },
+            _ => match arg.strip_prefix("--root=") {
+                Some(dir) if !dir.is_empty() => args.root = PathBuf::from(dir),
+                _ => return Err(format!("unknown argument '{arg}'")),
+            },
+        }
+    }
+    Ok(Cmd::Run(args))
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(Cmd::Run(args)) => args,
+        Ok(Cmd::Print(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprint!("nvidia-peermem-doctor: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let root = match Root::new(&args.root) {
+        Ok(root) => root,
+        Err(e) => {
+            eprintln!("nvidia-peermem-doctor: --root {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = run(&root);
+    if args.json {
+        print!("{}", output::json(&report));
+    } else {
+        print!("{}", output::human(&report, args.verbose));
+    }
+    ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(1))
+}

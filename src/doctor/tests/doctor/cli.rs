@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The command line: usage errors, help, and trees that are empty, broken
+//! or hostile (missing files are findings, never panics).
+
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use crate::support::{doctor, json};
+
+/// Runs the binary and returns stdout, stderr and the exit status.
+fn run(args: &[&str]) -> (String, String, i32) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvidia-peermem-doctor"))
+        .args(args)
+        .output()
+        .expect("run the doctor");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// A fresh scratch directory.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("peermem-doctor-cli-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn help_and_version() {
+    let (out, _, code) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("usage: nvidia-peermem-doctor [--root DIR] [--json]"));
+    let (out, _, code) = run(&["-V"]);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            concat!("nvidia-peermem-doctor ", env!("CARGO_PKG_VERSION"), "\n"),
+            0
+        )
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let file = scratch("usage").join("a-file");
+    fs::write(&file, "x").expect("write");
+    let file = file.to_string_lossy().into_owned();
+    for args in [
+        vec!["--bogus"],
+        vec!["--root"],
+        vec!["--root="],
+        vec!["--json", "extra"],
+        vec!["--root", "/nonexistent/peermem-doctor"],
+        vec!["--root", file.as_str()],
+    ] {
+        let (out, err, code) = run(&args);
+        assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
+        assert!(out.is_empty(), "{args:?} printed a report");
+        assert!(
+            err.starts_with("nvidia-peermem-doctor: "),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn empty_root_is_findings_not_a_panic() {
+    let dir = scratch("empty");
+    let root = dir.to_string_lossy().into_owned();
+    let (text, code) = doctor(&["--root", &root]);
+    assert_eq!(code, 1, "{text}");
+    for line in [
+        "FAIL   module.loaded         nvidia_peermem is not loaded (kernel release unknown)",
+        "FAIL   nvidia.driver         the NVIDIA driver (nvidia.ko) is not loaded",
+        "INFO   nvidia.p2p            /proc/kallsyms unreadable",
+        "INFO   conflict.bundled      kernel release unknown",
+        "FAIL   gdr.detection         GPUDirect RDMA detected by NCCL: no, by UCX: no",
+    ] {
+        assert!(text.contains(line), "missing '{line}' in\n{text}");
+    }
+    let (text, code) = doctor(&["--json", "--root", &root]);
+    assert_eq!(code, 1);
+    let doc = json::parse(&text).expect("JSON");
+    assert_eq!(doc.get("verdict").and_then(|v| v.str()), Some("blocked"));
+    assert_eq!(doc.get("stats"), Some(&json::Json::Null));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn broken_tree_does_not_panic() {
+    let dir = scratch("broken");
+    let w = |p: &str, body: &[u8]| {
+        let path = dir.join(p);
+        fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        fs::write(path, body).expect("write");
+    };
+    // Binary junk where text is expected, truncated and odd values.
+    w(
+        "proc/kallsyms",
+        b"\xff\xfe garbage\nffff T\n\n  \t\n0 T ib_register_peer_memory_client [\n",
+    );
+    w("proc/sys/kernel/osrelease", b"\n");
+    w("proc/cmdline", b"\xc3\x28 iommu=");
+    w("sys/module/nvidia_peermem/version", b"");
+    w("sys/module/nvidia/version", b"");
+    w(
+        "sys/kernel/debug/nvidia_peermem/stats",
+        b"\x00\x01\x02\nname\nname 1 2\n",
+    );
+    let dev = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+    w(&format!("{dev}/vendor"), b"0x10de");
+    w(&format!("{dev}/class"), b"0x030000");
+    w(&format!("{dev}/numa_node"), b"-7");
+    w(&format!("{dev}/resource"), b"0x1 0x0 0x0\n0xzz 0x10\n");
+    w(&format!("{dev}/config"), &[0xff; 0x103]);
+    w("sys/devices/pci0000:00/0000:00:01.0/config", b"");
+    // The bus lists the GPU, a link loop, a dangling link and a plain file.
+    let bus = dir.join("sys/bus/pci/devices");
+    fs::create_dir_all(&bus).expect("mkdir");
+    symlink(
+        "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0",
+        bus.join("0000:01:00.0"),
+    )
+    .expect("link");
+    symlink("0000:02:00.0", bus.join("0000:02:00.0")).expect("link");
+    symlink("../../../devices/nowhere", bus.join("0000:03:00.0")).expect("link");
+    fs::write(bus.join("0000:04:00.0"), "not a link").expect("write");
+    // An RDMA device whose device link escapes the root with an absolute path.
+    let ib = dir.join("sys/class/infiniband/mlx5_0");
+    fs::create_dir_all(&ib).expect("mkdir");
+    symlink("/../../../../etc", ib.join("device")).expect("link");
+    // A module tree whose `build` link loops.
+    let modules = dir.join("lib/modules/x");
+    fs::create_dir_all(&modules).expect("mkdir");
+    symlink(".", modules.join("build")).expect("link");
+    w(
+        "etc/modprobe.d/x.conf",
+        b"install\ninstall nvidia_peermem\nblacklist\nsoftdep\n\\\n",
+    );
+
+    let root = dir.to_string_lossy().into_owned();
+    for args in [
+        vec!["--root", root.as_str()],
+        vec!["--json", "--verbose", "--root", root.as_str()],
+    ] {
+        let (out, err, code) = run(&args);
+        assert!(code == 0 || code == 1, "{args:?}: exit {code}\n{err}");
+        assert!(err.is_empty(), "stderr: {err}");
+        if args.contains(&"--json") {
+            json::parse(&out).expect("JSON of a broken tree");
+        }
+    }
+    let _ = fs::remove_dir_all(&dir);
+}

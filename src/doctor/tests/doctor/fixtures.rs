@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! One test per fixture under `tests/fixtures/`: build the tree, run the
+//! doctor (library and binary), compare with the fixture's `expect` file.
+
+use crate::support;
+
+macro_rules! fixtures {
+    ($($test:ident => $dir:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                support::check_fixture($dir);
+            }
+        )*
+
+        /// Every fixture directory has a test above.
+        #[test]
+        fn every_fixture_is_tested() {
+            let listed = [$($dir),*];
+            let mut missing = Vec::new();
+            for entry in std::fs::read_dir(support::fixture::fixtures_dir()).expect("tests/fixtures") {
+                let entry = entry.expect("tests/fixtures entry");
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if entry.path().join("expect").exists() && !listed.contains(&name.as_str()) {
+                    missing.push(name);
+                }
+            }
+            assert!(missing.is_empty(), "fixtures without a test: {missing:?}");
+        }
+    };
+}
+
+fixtures! {
+    acs => "acs",
+    bar1_unassigned => "bar1-unassigned",
+    bundled_ko => "bundled-ko",
+    bundled_rule => "bundled-rule",
+    client_missing => "client-missing",
+    cmdline_forbidden => "cmdline-forbidden",
+    dgx => "dgx",
+    inbox => "inbox",
+    iommu_passthrough => "iommu-passthrough",
+    iommu_translated => "iommu-translated",
+    modprobe_disabled => "modprobe-disabled",
+    modprobe_options => "modprobe-options",
+    mofed_2407 => "mofed-2407",
+    no_driver => "no-driver",
+    node => "node",
+    nonroot => "nonroot",
+    not_loaded => "not-loaded",
+    nv_peer_mem => "nv-peer-mem",
+    nv_peer_mem_installed => "nv-peer-mem-installed",
+    nv_peer_mem_new_mofed => "nv-peer-mem-new-mofed",
+    old_driver => "old-driver",
+    peerdirect_mismatch => "peerdirect-mismatch",
+    phb => "phb",
+    pix => "pix",
+    pxb => "pxb",
+    rxe_only => "rxe-only",
+    small_bar1 => "small-bar1",
+    stats_errors => "stats-errors",
+    sys => "sys",
+}

@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Integration tests of nvidia-peermem-doctor, one test crate:
+//! `fixtures` (one test per fixture tree), `cli` (the command line and
+//! broken trees), `support` (tree generator, expectations, JSON reader).
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod fixtures;
+mod support;

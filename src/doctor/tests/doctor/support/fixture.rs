@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Builds a sysfs/procfs tree from a fixture description
+//! (`tests/fixtures/<name>/tree`; the format is in `tests/fixtures/README.md`).
+//!
+//! The description is read into a model first (so `rm` and `rmline` can
+//! undo what an `include` added), then written out: plain files, symbolic
+//! links as sysfs has them, binary `config` files and `resource` tables.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+/// The directory holding every fixture.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// A file system entry of the model.
+#[derive(Debug, Clone)]
+enum Node {
+    File(Vec<u8>),
+    Link(String),
+    Dir,
+}
+
+/// A PCI function of the model.
+#[derive(Debug, Clone)]
+struct Pci {
+    vendor: u16,
+    device: u16,
+    class: u32,
+    numa: Option<i32>,
+    bar1: Option<u64>,
+    acs: Option<u16>,
+    ib: Option<String>,
+    short_config: bool,
+}
+
+impl Pci {
+    /// Defaults of each shorthand.
+    fn of_kind(kind: &str) -> Option<Pci> {
+        let (vendor, device, class, bar1) = match kind {
+            "gpu" => (0x10de, 0x2330, 0x030200, Some(64 << 30)),
+            "nic" => (0x15b3, 0x101b, 0x020700, None),
+            "bridge" => (0x10b5, 0x8725, 0x060400, None),
+            "pci" => (0x8086, 0x0000, 0x000000, None),
+            _ => return None,
+        };
+        Some(Pci {
+            vendor,
+            device,
+            class,
+            numa: None,
+            bar1,
+            acs: None,
+            ib: None,
+            short_config: false,
+        })
+    }
+}
+
+/// A fixture tree being described.
+#[derive(Debug, Default)]
+pub struct Tree {
+    nodes: BTreeMap<String, Node>,
+    /// PCI functions by device path below `sys/devices`.
+    pci: BTreeMap<String, Pci>,
+    /// NUMA node of each host bridge (`pci0000:00`).
+    numa: BTreeMap<String, i32>,
+    /// Domain type of the IOMMU groups, when the IOMMU is on.
+    iommu: Option<String>,
+}
+
+/// An error with the line it comes from.
+fn err(file: &Path, line: usize, msg: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{}:{line}: {msg}", file.display()))
+}
+
+/// Undoes `\n`, `\t` and `\\`.
+fn unescape(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// Parses `256M`, `64G`, `1T` or a plain byte count.
+fn size(s: &str) -> Option<u64> {
+    let (num, shift) = match s.chars().last()? {
+        'K' => (&s[..s.len() - 1], 10),
+        'M' => (&s[..s.len() - 1], 20),
+        'G' => (&s[..s.len() - 1], 30),
+        'T' => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    num.parse::<u64>().ok().map(|n| n << shift)
+}
+
+/// Parses `0x10de` or decimal.
+fn int(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// The last component of a path.
+fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The link text that leads from `link` to `target` (both relative to the root).
+pub fn relative(link: &str, target: &str) -> String {
+    let from: Vec<&str> = link.split('/').collect();
+    let from = &from[..from.len() - 1];
+    let to: Vec<&str> = target.split('/').collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<&str> = vec![".."; from.len() - common];
+    parts.extend(&to[common..]);
+    parts.join("/")
+}
+
+impl Tree {
+    /// Reads the description of fixture `name`.
+    pub fn load(name: &str) -> io::Result<Tree> {
+        let mut tree = Tree::default();
+        tree.read(&fixtures_dir().join(name).join("tree"))?;
+        Ok(tree)
+    }
+
+    /// Applies one description file.
+    pub fn read(&mut self, file: &Path) -> io::Result<()> {
+        let text = fs::read_to_string(file).map_err(|e| err(file, 0, e))?;
+        for (i, raw) in text.lines().enumerate() {
+            let n = i + 1;
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let rest = rest.trim();
+            let (arg, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            let arg = arg.trim_start_matches('/');
+            let tail = tail.trim();
+            match cmd {
+                // A shared piece (`include/NAME.tree`) or another fixture (`NAME/tree`).
+                "include" => {
+                    let shared = fixtures_dir().join("include").join(format!("{arg}.tree"));
+                    let other = fixtures_dir().join(arg).join("tree");
+                    self.read(if shared.exists() { &shared } else { &other })?
+                }
+                "file" => {
+                    let body = if tail.is_empty() {
+                        String::new()
+                    } else {
+                        unescape(tail) + "\n"
+                    };
+                    self.nodes
+                        .insert(arg.to_string(), Node::File(body.into_bytes()));
+                }
+                "append" => {
+                    let entry = self
+                        .nodes
+                        .entry(arg.to_string())
+                        .or_insert(Node::File(Vec::new()));
+                    match entry {
+                        Node::File(body) => body.extend((unescape(tail) + "\n").into_bytes()),
+                        _ => return Err(err(file, n, format!("{arg} is not a file"))),
+                    }
+                }
+                "rmline" => match self.nodes.get_mut(arg) {
+                    Some(Node::File(body)) => {
+                        let text = String::from_utf8_lossy(body).into_owned();
+                        let kept: String = text
+                            .lines()
+                            .filter(|l| !l.contains(tail))
+                            .map(|l| format!("{l}\n"))
+                            .collect();
+                        *body = kept.into_bytes();
+                    }
+                    _ => return Err(err(file, n, format!("rmline: no file {arg}"))),
+                },
+                "rm" => {
+                    let prefix = format!("{arg}/");
+                    self.nodes
+                        .retain(|p, _| p != arg && !p.starts_with(&prefix));
+                    self.pci.retain(|p, _| {
+                        let full = format!("sys/devices/{p}");
+                        full != arg && !full.starts_with(&prefix)
+                    });
+                }
+                "link" => {
+                    self.nodes
+                        .insert(arg.to_string(), Node::Link(tail.to_string()));
+                }
+                "dir" => {
+                    self.nodes.insert(arg.to_string(), Node::Dir);
+                }
+                "hostbridge" => {
+                    let numa = tail
+                        .strip_prefix("numa=")
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| err(file, n, "hostbridge NAME numa=N"))?;
+                    self.numa.insert(arg.to_string(), numa);
+                }
+                "iommu-groups" => self.iommu = Some(arg.to_string()),
+                "gpu" | "nic" | "bridge" | "pci" => {
+                    let Some(mut dev) = Pci::of_kind(cmd) else {
+                        unreachable!()
+                    };
+                    for kv in tail.split_whitespace() {
+                        let (k, v) = kv
+                            .split_once('=')
+                            .ok_or_else(|| err(file, n, format!("bad {kv}")))?;
+                        let bad = || err(file, n, format!("bad value in {kv}"));
+                        match k {
+                            "vendor" => {
+                                dev.vendor =
+                                    int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?
+                            }
+                            "device" => {
+                                dev.device =
+                                    int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?
+                            }
+                            "class" => {
+                                dev.class =
+                                    int(v).and_then(|x| u32::try_from(x).ok()).ok_or_else(bad)?
+                            }
+                            "numa" => dev.numa = Some(v.parse().map_err(|_| bad())?),
+                            "bar1" => dev.bar1 = Some(size(v).ok_or_else(bad)?).filter(|&b| b != 0),
+                            "acs" => {
+                                dev.acs = Some(
+                                    int(v).and_then(|x| u16::try_from(x).ok()).ok_or_else(bad)?,
+                                )
+                            }
+                            "ib" => dev.ib = Some(v.to_string()),
+                            "config" if v == "short" => dev.short_config = true,
+                            _ => return Err(err(file, n, format!("unknown key {k}"))),
+                        }
+                    }
+                    self.pci.insert(arg.to_string(), dev);
+                }
+                _ => return Err(err(file, n, format!("unknown command {cmd}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds bridges for undeclared PCI components above declared functions.
+    fn complete_pci(&mut self) {
+        let paths: Vec<String> = self.pci.keys().cloned().collect();
+        for path in paths {
+            let comps: Vec<&str> = path.split('/').collect();
+            for end in 2..comps.len() {
+                let above = comps[..end].join("/");
+                if comps[end - 1].contains('.') && !self.pci.contains_key(&above) {
+                    let bridge = Pci::of_kind("bridge").unwrap_or_else(|| unreachable!());
+                    self.pci.insert(above, bridge);
+                }
+            }
+        }
+    }
+
+    /// Turns the PCI functions into files and links.
+    fn materialize_pci(&mut self) {
+        self.complete_pci();
+        let devices: Vec<(String, Pci)> = self
+            .pci
+            .iter()
+            .map(|(p, d)| (p.clone(), d.clone()))
+            .collect();
+        for (index, (path, dev)) in devices.iter().enumerate() {
+            let dir = format!("sys/devices/{path}");
+            let bdf = base(path).to_string();
+            let host = path.split('/').next().unwrap_or("");
+            let numa = dev
+                .numa
+                .or_else(|| self.numa.get(host).copied())
+                .unwrap_or(-1);
+            let mut put = |name: &str, body: Vec<u8>| {
+                self.nodes.insert(format!("{dir}/{name}"), Node::File(body));
+            };
+            put("vendor", format!("0x{:04x}\n", dev.vendor).into_bytes());
+            put("device", format!("0x{:04x}\n", dev.device).into_bytes());
+            put("class", format!("0x{:06x}\n", dev.class).into_bytes());
+            put("numa_node", format!("{numa}\n").into_bytes());
+            put("config", config(dev));
+            put("resource", resource(dev, index).into_bytes());
+            let bus_link = format!("sys/bus/pci/devices/{bdf}");
+            self.nodes
+                .insert(bus_link.clone(), Node::Link(relative(&bus_link, &dir)));
+            if let Some(ib) = &dev.ib {
+                let ibdir = format!("{dir}/infiniband/{ib}");
+                self.nodes.insert(
+                    format!("{ibdir}/ports/1/state"),
+                    Node::File(b"4: ACTIVE\n".to_vec()),
+                );
+                let dev_link = format!("{ibdir}/device");
+                self.nodes
+                    .insert(dev_link.clone(), Node::Link(relative(&dev_link, &dir)));
+                let class_link = format!("sys/class/infiniband/{ib}");
+                self.nodes.insert(
+                    class_link.clone(),
+                    Node::Link(relative(&class_link, &ibdir)),
+                );
+            }
+            if let Some(kind) = &self.iommu {
+                let group = format!("sys/kernel/iommu_groups/{index}");
+                self.nodes.insert(
+                    format!("{group}/type"),
+                    Node::File(format!("{kind}\n").into_bytes()),
+                );
+                let member = format!("{group}/devices/{bdf}");
+                self.nodes
+                    .insert(member.clone(), Node::Link(relative(&member, &dir)));
+                let group_link = format!("{dir}/iommu_group");
+                self.nodes.insert(
+                    group_link.clone(),
+                    Node::Link(relative(&group_link, &group)),
+                );
+            }
+        }
+        if self.iommu.is_some() {
+            let unit = "sys/devices/virtual/iommu/dmar0";
+            self.nodes
+                .insert(format!("{unit}/name"), Node::File(b"dmar0\n".to_vec()));
+            let link = "sys/class/iommu/dmar0";
+            self.nodes
+                .insert(link.to_string(), Node::Link(relative(link, unit)));
+        }
+    }
+
+    /// Writes the tree below `dir` (which must not exist yet).
+    pub fn write(mut self, dir: &Path) -> io::Result<()> {
+        self.materialize_pci();
+        fs::create_dir_all(dir)?;
+        for (path, node) in &self.nodes {
+            let target = dir.join(path);
+            if let Some(parent) = target.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match node {
+                Node::File(body) => fs::write(&target, body)?,
+                Node::Link(to) => symlink(to, &target)?,
+                Node::Dir => fs::create_dir_all(&target)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Configuration space: IDs, class, header type and, past 0x100, AER then ACS.
+fn config(dev: &Pci) -> Vec<u8> {
+    let mut c = vec![0u8; if dev.short_config { 64 } else { 4096 }];
+    c[0..2].copy_from_slice(&dev.vendor.to_le_bytes());
+    c[2..4].copy_from_slice(&dev.device.to_le_bytes());
+    c[9..12].copy_from_slice(&dev.class.to_le_bytes()[..3]);
+    c[0x0e] = u8::from(dev.class >> 8 == 0x0604);
+    if dev.short_config {
+        return c;
+    }
+    // AER (ID 1, version 2), pointing at ACS when there is one.
+    let next: u32 = if dev.acs.is_some() { 0x148 } else { 0 };
+    c[0x100..0x104].copy_from_slice(&(0x0001 | 2 << 16 | next << 20).to_le_bytes());
+    if let Some(control) = dev.acs {
+        c[0x148..0x14c].copy_from_slice(&(0x000du32 | 1 << 16).to_le_bytes());
+        // Capability register: all features, then the control register.
+        c[0x14c..0x14e].copy_from_slice(&0x007fu16.to_le_bytes());
+        c[0x14e..0x150].copy_from_slice(&control.to_le_bytes());
+    }
+    c
+}
+
+/// The `resource` table: BAR0 (16 MiB) and BAR1 when set, 13 lines as sysfs prints.
+fn resource(dev: &Pci, index: usize) -> String {
+    const ZERO: &str = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+    let mut out = String::new();
+    let bar0 = 0xf000_0000u64 + (index as u64) * (16 << 20);
+    out.push_str(&format!(
+        "0x{:016x} 0x{:016x} 0x0000000000040200\n",
+        bar0,
+        bar0 + (16 << 20) - 1
+    ));
+    match dev.bar1 {
+        Some(size) => {
+            let start = 0x2000_0000_0000u64 + (index as u64) * (1 << 40);
+            out.push_str(&format!(
+                "0x{:016x} 0x{:016x} 0x000000000014220c\n",
+                start,
+                start + size - 1
+            ));
+        }
+        None => out.push_str(ZERO),
+    }
+    for _ in 2..13 {
+        out.push_str(ZERO);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_links() {
+        assert_eq!(
+            relative(
+                "sys/bus/pci/devices/0000:03:00.0",
+                "sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0"
+            ),
+            "../../../devices/pci0000:00/0000:00:01.0/0000:03:00.0"
+        );
+        assert_eq!(
+            relative(
+                "sys/class/infiniband/mlx5_0",
+                "sys/devices/x/infiniband/mlx5_0"
+            ),
+            "../../devices/x/infiniband/mlx5_0"
+        );
+        assert_eq!(relative("a/b/dev/ib/m/device", "a/b/dev"), "../..");
+    }
+
+    #[test]
+    fn sizes_and_escapes() {
+        assert_eq!(size("256M"), Some(256 << 20));
+        assert_eq!(size("64G"), Some(64 << 30));
+        assert_eq!(size("x"), None);
+        assert_eq!(unescape(r"a\tb\nc\\d"), "a\tb\nc\\d");
+    }
+}

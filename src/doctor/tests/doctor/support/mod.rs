@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Runs the doctor against one fixture and compares with its `expect` file:
+//! every verdict, the topology matrix, the JSON structure and the exit status,
+//! through the library and through the binary.
+
+pub mod fixture;
+pub mod json;
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use peermem_doctor::{output, Report, Root};
+
+use self::json::Json;
+
+/// What a fixture's `expect` file says.
+#[derive(Debug, Default)]
+pub struct Expect {
+    /// Exit status of the binary.
+    pub exit: i32,
+    /// `(status, id, text the line must contain)`.
+    pub checks: Vec<(String, String, Option<String>)>,
+    /// Column order of the matrix (NIC names).
+    pub nics: Vec<String>,
+    /// Matrix rows: GPU address and one link per NIC.
+    pub topo: Vec<(String, Vec<String>)>,
+    /// Counters the JSON `stats` object must hold.
+    pub stats: Vec<(String, String)>,
+}
+
+impl Expect {
+    /// Reads `tests/fixtures/<name>/expect`.
+    pub fn load(name: &str) -> Expect {
+        let path = fixture::fixtures_dir().join(name).join("expect");
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut exp = Expect::default();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (head, text) = match line.split_once(" ~ ") {
+                Some((h, t)) => (h, Some(t.trim().to_string())),
+                None => (line, None),
+            };
+            let words: Vec<&str> = head.split_whitespace().collect();
+            match words.as_slice() {
+                ["exit", n] => {
+                    exp.exit = n
+                        .parse()
+                        .unwrap_or_else(|_| panic!("{}:{}", path.display(), i + 1))
+                }
+                ["nics", names @ ..] => exp.nics = names.iter().map(|s| s.to_string()).collect(),
+                ["topo", gpu, links @ ..] => exp.topo.push((
+                    gpu.to_string(),
+                    links.iter().map(|s| s.to_string()).collect(),
+                )),
+                ["stat", name, value] => exp.stats.push((name.to_string(), value.to_string())),
+                [status @ ("OK" | "INFO" | "WARN" | "FAIL"), id] => {
+                    exp.checks.push((status.to_string(), id.to_string(), text))
+                }
+                _ => panic!("{}:{}: cannot parse '{line}'", path.display(), i + 1),
+            }
+        }
+        exp
+    }
+}
+
+/// A fresh directory for one fixture tree.
+fn scratch(name: &str) -> PathBuf {
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("peermem-doctor-{}-{n}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Builds fixture `name` in a scratch directory.
+pub fn build(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    fixture::Tree::load(name)
+        .and_then(|t| t.write(&dir))
+        .unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+    dir
+}
+
+/// Runs the binary with `args`; returns stdout and the exit status.
+pub fn doctor(args: &[&str]) -> (String, i32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvidia-peermem-doctor"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the doctor: {e}"));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// Compares the library's report with the expectations.
+fn compare_report(report: &Report, exp: &Expect, problems: &mut Vec<String>) {
+    let mut ids: Vec<&str> = exp.checks.iter().map(|(_, id, _)| id.as_str()).collect();
+    ids.dedup();
+    let got: Vec<&str> = report.checks.iter().map(|c| c.id).collect();
+    if ids != got {
+        problems.push(format!(
+            "check ids (in order) differ:\n  expected {ids:?}\n  got      {got:?}"
+        ));
+    }
+    for (status, id, text) in &exp.checks {
+        let Some(check) = report.check(id) else {
+            continue;
+        };
+        if check.status.as_str() != status {
+            problems.push(format!(
+                "{id}: expected {status}, got {} ({})",
+                check.status.as_str(),
+                check.summary
+            ));
+        }
+        if let Some(t) = text {
+            let all = format!(
+                "{}\n{}\n{}",
+                check.summary,
+                check.detail.join("\n"),
+                check.fix.clone().unwrap_or_default()
+            );
+            if !all.contains(t.as_str()) {
+                problems.push(format!("{id}: '{t}' not in summary, detail or fix"));
+            }
+        }
+    }
+    for check in &report.checks {
+        let needs_fix = matches!(check.status.as_str(), "WARN" | "FAIL");
+        if needs_fix && check.fix.as_deref().is_none_or(str::is_empty) {
+            problems.push(format!(
+                "{}: {} without a fix",
+                check.id,
+                check.status.as_str()
+            ));
+        }
+    }
+    if report.exit_code() != exp.exit {
+        problems.push(format!(
+            "exit code: expected {}, got {}",
+            exp.exit,
+            report.exit_code()
+        ));
+    }
+    // The matrix: NIC columns, then one row per GPU.
+    let topo = &report.topology;
+    let nics: Vec<&str> = topo
+        .nics
+        .iter()
+        .filter(|n| n.pci.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    if exp.topo.is_empty() {
+        if !topo.pairs.is_empty() {
+            problems.push(format!(
+                "expected no GPU–NIC pair, got {}",
+                topo.pairs.len()
+            ));
+        }
+        return;
+    }
+    if nics != exp.nics {
+        problems.push(format!(
+            "NIC columns: expected {:?}, got {nics:?}",
+            exp.nics
+        ));
+        return;
+    }
+    let gpus: Vec<&str> = topo.gpus.iter().map(|g| g.pci.bdf.as_str()).collect();
+    let want_gpus: Vec<&str> = exp.topo.iter().map(|(g, _)| g.as_str()).collect();
+    if gpus != want_gpus {
+        problems.push(format!("GPU rows: expected {want_gpus:?}, got {gpus:?}"));
+        return;
+    }
+    for (g, (gpu, links)) in exp.topo.iter().enumerate() {
+        let got: Vec<&str> = (0..topo.nics.len())
+            .filter(|&n| topo.nics[n].pci.is_some())
+            .map(|n| {
+                topo.pairs
+                    .iter()
+                    .find(|p| p.gpu == g && p.nic == n)
+                    .map_or("-", |p| p.link.as_str())
+            })
+            .collect();
+        if &got != links {
+            problems.push(format!(
+                "topology of {gpu}: expected {links:?}, got {got:?}"
+            ));
+        }
+    }
+}
+
+/// Checks the structure and content of the `--json` output.
+fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<String>) {
+    let doc = match json::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            problems.push(format!("--json output does not parse: {e}"));
+            return;
+        }
+    };
+    let keys = [
+        "tool",
+        "version",
+        "root",
+        "verdict",
+        "exit_status",
+        "checks",
+        "stats",
+        "topology",
+    ];
+    if doc.keys() != keys {
+        problems.push(format!("JSON keys: {:?}", doc.keys()));
+        return;
+    }
+    if doc.get("exit_status") != Some(&Json::Num(f64::from(exp.exit))) {
+        problems.push(format!("JSON exit_status: {:?}", doc.get("exit_status")));
+    }
+    let checks = doc.get("checks").and_then(Json::arr).unwrap_or(&[]);
+    if checks.len() != report.checks.len() {
+        problems.push(format!(
+            "JSON has {} checks, the report {}",
+            checks.len(),
+            report.checks.len()
+        ));
+    }
+    for (c, want) in checks.iter().zip(&report.checks) {
+        if c.keys() != ["id", "status", "summary", "detail", "fix"] {
+            problems.push(format!("JSON check keys: {:?}", c.keys()));
+            continue;
+        }
+        let s = |k: &str| c.get(k).and_then(Json::str);
+        if s("id") != Some(want.id)
+            || s("status") != Some(want.status.as_str())
+            || s("summary").is_none()
+        {
+            problems.push(format!(
+                "JSON check {:?} differs from {}",
+                c.get("id"),
+                want.id
+            ));
+        }
+        if s("detail").is_none() {
+            problems.push(format!("JSON {}: detail is not a string", want.id));
+        }
+        let fix_ok = match want.status.as_str() {
+            "OK" => c.get("fix") == Some(&Json::Null),
+            "WARN" | "FAIL" => s("fix").is_some_and(|f| !f.is_empty()),
+            _ => true,
+        };
+        if !fix_ok {
+            problems.push(format!(
+                "JSON {}: fix {:?} for {}",
+                want.id,
+                c.get("fix"),
+                want.status.as_str()
+            ));
+        }
+    }
+    for (name, value) in &exp.stats {
+        let got = doc.get("stats").and_then(|s| s.get(name));
+        let ok = match got {
+            Some(Json::Num(n)) => value.parse::<f64>().ok() == Some(*n),
+            Some(Json::Str(s)) => s == value,
+            _ => false,
+        };
+        if !ok {
+            problems.push(format!("JSON stats.{name}: expected {value}, got {got:?}"));
+        }
+    }
+    let topo = doc.get("topology");
+    let pairs = topo
+        .and_then(|t| t.get("pairs"))
+        .and_then(Json::arr)
+        .unwrap_or(&[]);
+    if topo.map(Json::keys) != Some(vec!["gpus", "nics", "pairs"])
+        || pairs.len() != report.topology.pairs.len()
+    {
+        problems.push("JSON topology: wrong keys or pair count".to_string());
+    }
+    for (p, want) in pairs.iter().zip(&report.topology.pairs) {
+        let link = p.get("link").and_then(Json::str);
+        if p.keys() != ["gpu", "nic", "nic_pci", "link", "bridges"]
+            || link != Some(want.link.as_str())
+        {
+            problems.push(format!("JSON pair {p:?}"));
+        }
+    }
+}
+
+/// Builds fixture `name`, runs the doctor and compares everything with `expect`.
+pub fn check_fixture(name: &str) {
+    let dir = build(name);
+    let exp = Expect::load(name);
+    let root = Root::new(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let report = peermem_doctor::run(&root);
+    let mut problems = Vec::new();
+    compare_report(&report, &exp, &mut problems);
+
+    let dir_arg = dir.to_string_lossy().into_owned();
+    let (text, code) = doctor(&["--root", &dir_arg]);
+    if code != exp.exit {
+        problems.push(format!(
+            "binary exit status: expected {}, got {code}",
+            exp.exit
+        ));
+    }
+    for check in &report.checks {
+        let start = format!("{:<7}{}", check.status.as_str(), check.id);
+        if !text.lines().any(|l| l.starts_with(&start)) {
+            problems.push(format!("human output lacks a line starting '{start}'"));
+        }
+    }
+    if let Some(header) = exp.nics.first() {
+        if !text.contains(&output::matrix(&report.topology)) || !text.contains(header.as_str()) {
+            problems.push("human output lacks the topology matrix".to_string());
+        }
+    }
+    let (json_text, json_code) = doctor(&["--json", &format!("--root={dir_arg}")]);
+    if json_code != exp.exit {
+        problems.push(format!(
+            "--json exit status: expected {}, got {json_code}",
+            exp.exit
+        ));
+    }
+    compare_json(&json_text, &report, &exp, &mut problems);
+
+    let _ = fs::remove_dir_all(&dir);
+    assert!(
+        problems.is_empty(),
+        "fixture {name}:\n  {}\n\n{}",
+        problems.join("\n  "),
+        output::human(&report, true)
+    );
+}
