@@ -236,11 +236,11 @@ static int gsim_take_frames(unsigned long *frames, u32 n, enum gsim_layout layou
 	static const u32 run_pattern[] = { 2, 1, 3 };	/* fragmented runs */
 	unsigned long cursor = 0, start;
 	struct rnd_state rnd;
-	u32 i = 0, run;
+	u32 i = 0, runs = 0, run;
 
 	while (i < n) {
 		run = layout == LAYOUT_FRAGMENTED ?
-		      min(run_pattern[i % ARRAY_SIZE(run_pattern)], n - i) :
+		      min(run_pattern[runs++ % ARRAY_SIZE(run_pattern)], n - i) :
 		      layout == LAYOUT_SHUFFLED ? 1 : n;
 		start = bitmap_find_next_zero_area(gsim.frame_map, gsim.nframes,
 						   cursor, run, 0);

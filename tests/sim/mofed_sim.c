@@ -1248,9 +1248,8 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 		  msim_mr_state_names[READ_ONCE(mr->state)]);
 	sim_reply(r, "inval %d\nwritable %d\ncore_context %llu\n", mr->inval,
 		  mr->writable, mr->core_context);
-	sim_reply(r, "page_size %lu\nos_page_size %lu\ntrimmed %d\nsg_va %#llx\n",
-		  mr->page_size, PAGE_SIZE, mr->sg_va != ALIGN_DOWN(mr->va, mr->page_size),
-		  mr->sg_va);
+	sim_reply(r, "page_size %lu\nos_page_size %lu\nsg_va %#llx\n",
+		  mr->page_size, PAGE_SIZE, mr->sg_va);
 	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
 		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
 	for (i = 0; i < mr->nsges; i++)

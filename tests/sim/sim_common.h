@@ -79,6 +79,7 @@ struct sim_cmd {
 struct sim_ctl {
 	struct mutex lock;	/* serialises commands on this open file */
 	struct sim_reply reply;
+	bool fresh;		/* the next read starts at the reply's start */
 };
 
 static inline int sim_ctl_open(struct inode *inode, struct file *file)
@@ -108,6 +109,10 @@ static inline ssize_t sim_ctl_read(struct file *file, char __user *ubuf, size_t 
 	ssize_t ret;
 
 	mutex_lock(&ctl->lock);
+	if (ctl->fresh) {
+		*ppos = 0;
+		ctl->fresh = false;
+	}
 	ret = simple_read_from_buffer(ubuf, len, ppos, ctl->reply.buf,
 				      ctl->reply.len);
 	mutex_unlock(&ctl->lock);
@@ -151,7 +156,7 @@ static inline ssize_t sim_ctl_write(struct file *file, const char __user *ubuf,
 
 	mutex_lock(&ctl->lock);
 	ctl->reply.len = 0;
-	*ppos = 0;	/* the next read starts at this command's reply */
+	ctl->fresh = true;
 	argc = sim_split(line, argv);
 	if (argc <= 0) {
 		sim_reply(&ctl->reply, "error: empty or overlong command\n");
