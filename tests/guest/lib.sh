@@ -28,3 +28,8 @@ expect_dmesg() {
 }
 
 loaded() { [ -d "/sys/module/$1" ]; }
+
+# expect_counter NAME gpu|core COUNTER VALUE: a simulator counter (tests/sim).
+expect_counter() {
+	expect_eq "$1" "$4" "$(nvpm-tool "$2" counter "$3" 2>&1)"
+}
