@@ -41,7 +41,7 @@ for ko in ${GUEST_EXTRA_KO:-}; do cp "$ko" "$MODDIR/extra/"; done
 depmod -b "$ROOT" "$KREL"
 
 # Scenarios and what they compare against.
-cp tests/guest/lib.sh "$ROOT/tests/lib.sh"
+cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
 for s in tests/guest/scenarios/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
 cat VERSION >"$ROOT/tests/expected-version"
 cp tests/guest/init "$ROOT/init"

@@ -1,0 +1,61 @@
+# Helpers for the client scenarios (tests/guest/scenarios/4*.sh).
+# shellcheck shell=sh
+
+STATS=/sys/kernel/debug/nvidia_peermem/stats
+
+# load_stack NAME CORE_PARAMS GPU_PARAMS [PEERMEM_PARAMS]: the two simulators
+# and the module under test, each loaded fresh with its parameters.
+load_stack() {
+	for m in nvidia_peermem mofed_peer_sim nvidia; do ! loaded $m || rmmod $m; done
+	# shellcheck disable=SC2086 # parameters are words
+	if modprobe mofed_peer_sim $2 && modprobe nvidia $3 && modprobe nvidia_peermem $4; then
+		pass "$1/load"
+	else
+		fail "$1/load" "could not load the stack"
+		return 1
+	fi
+}
+
+# unload_stack NAME: nothing may be left pinned, mapped or registered, no
+# simulator may have seen a contract violation, and everything unloads.
+unload_stack() {
+	expect_ok "$1/clean" nvpm-tool expect-clean
+	expect_match "$1/no-live-contexts" "^contexts_live 0$" "$(cat $STATS)"
+	expect_match "$1/no-pinned-bytes" "^pinned_bytes 0$" "$(cat $STATS)"
+	expect_ok "$1/rmmod" rmmod nvidia_peermem
+	expect_ok "$1/rmmod-sims" rmmod mofed_peer_sim nvidia
+}
+
+# reg_and_check NAME SIZE LAYOUT OFFSET [REG_FLAGS...]: registers SIZE bytes
+# at OFFSET into a new buffer, checks the SG list against the GPU's DMA
+# addresses, deregisters and frees.
+reg_and_check() {
+	rc_name=$1 rc_size=$2 rc_layout=$3 rc_off=$4
+	shift 4
+	rc_va=$(nvpm-tool gpu alloc "$rc_size" --layout "$rc_layout") || { fail "$rc_name" "alloc failed"; return; }
+	rc_start=$(printf '0x%x' $((rc_va + rc_off)))
+	rc_len=$(nvpm-tool gpu buffers | awk -v va="$rc_va" '$1 == va { print $2 }')
+	rc_len=$((rc_len - rc_off - rc_off))
+	if rc_id=$(nvpm-tool core reg "$rc_start" "$rc_len" "$@" 2>&1); then
+		expect_ok "$rc_name/sg" nvpm-tool expect-sg "$rc_id"
+		expect_ok "$rc_name/dereg" nvpm-tool core dereg "$rc_id"
+	else
+		fail "$rc_name/reg" "$rc_id"
+	fi
+	nvpm-tool gpu free "$rc_va" >/dev/null
+}
+
+# expect_nothing_held NAME: no pin, mapping or MR is alive and no simulator
+# saw a contract violation (GPU buffers may still be allocated).
+expect_nothing_held() {
+	eh=""
+	for c in pins.live pins.persistent mappings.live violations; do
+		v=$(nvpm-tool gpu counter $c 2>&1)
+		[ "$v" = 0 ] || eh="$eh gpu:$c=$v"
+	done
+	for c in mrs.live violations; do
+		v=$(nvpm-tool core counter $c 2>&1)
+		[ "$v" = 0 ] || eh="$eh core:$c=$v"
+	done
+	if [ -z "$eh" ]; then pass "$1"; else fail "$1" "held:$eh"; fi
+}

@@ -1,0 +1,31 @@
+# The default client layout (persistent_api_support=1): nv_mem pins
+# persistently, in every MOFED generation and both page-table ABIs.
+# Registrations of 64 KiB to 1 GiB, aligned and not, contiguous and not:
+# each SG list must equal the GPU's DMA addresses; nothing stays pinned.
+. /tests/lib.sh
+. /tests/client-lib.sh
+
+for mode in modern mid legacy; do
+	for abi in 1.2 2.0; do
+		t="$mode-$abi"
+		load_stack "$t" "mode=$mode" "page_table_version=$abi" || continue
+		expect_match "$t/clients" "^nv_mem .*invalidation=0" "$(nvpm-tool core clients)"
+		for size in 64K 2M 64M 1G; do
+			for layout in contiguous fragmented; do
+				reg_and_check "$t/$size-$layout" "$size" "$layout" 0
+			done
+		done
+		# Unaligned start and end: the core trims, the client covers whole pages.
+		reg_and_check "$t/unaligned" 2M shuffled 4097
+		# A range that is not GPU memory is declined, with no side effect.
+		expect_fail "$t/non-gpu-declined" nvpm-tool core reg 0x1000 64K
+		expect_match "$t/declines-counted" "^declines [1-9]" "$(cat $STATS)"
+		# cudaFree of persistently pinned memory does not revoke it.
+		va=$(nvpm-tool gpu alloc 1M)
+		id=$(nvpm-tool core reg "$va" 1M)
+		expect_eq "$t/free-no-callback" 0 "$(nvpm-tool gpu free "$va" 2>&1)"
+		expect_eq "$t/still-mapped" mapped "$(nvpm-tool core state "$id" 2>&1)"
+		expect_ok "$t/dereg-after-free" nvpm-tool core dereg "$id"
+		unload_stack "$t"
+	done
+done

@@ -1,0 +1,37 @@
+# NVIDIA's legacy layout (persistent_api_support=0): nv_mem revocable for
+# MRs that support invalidation, nv_mem_nc persistent for the rest; a
+# cudaFree reaches the core as an invalidation in every MOFED generation.
+. /tests/lib.sh
+. /tests/client-lib.sh
+
+for mode in modern mid legacy; do
+	for abi in 1.2 2.0; do
+		t="$mode-$abi"
+		peerdirect=0
+		[ "$mode" = legacy ] && peerdirect=1
+		load_stack "$t" "mode=$mode" "page_table_version=$abi" \
+			"persistent_api_support=0 peerdirect_support=$peerdirect" || continue
+		clients=$(nvpm-tool core clients)
+		expect_match "$t/nv_mem-revocable" "^nv_mem .*invalidation=1" "$clients"
+		expect_match "$t/nv_mem_nc-persistent" "^nv_mem_nc .*invalidation=0" "$clients"
+		for size in 64K 2M 64M; do
+			reg_and_check "$t/$size" "$size" fragmented 0 --inval
+		done
+		reg_and_check "$t/unaligned" 2M shuffled 12345 --inval
+		# Without invalidation support the persistent nv_mem_nc takes it.
+		va=$(nvpm-tool gpu alloc 2M)
+		id=$(nvpm-tool core reg "$va" 2M)
+		expect_eq "$t/nc-owner" nv_mem_nc "$(nvpm-tool core show "$id" client 2>&1)"
+		expect_ok "$t/nc-dereg" nvpm-tool core dereg "$id"
+		expect_eq "$t/nc-free" 0 "$(nvpm-tool gpu free "$va" 2>&1)"
+		# cudaFree while registered: one callback, forwarded to the core.
+		va=$(nvpm-tool gpu alloc 4M --layout fragmented)
+		id=$(nvpm-tool core reg "$va" 4M --inval)
+		expect_eq "$t/rev-owner" nv_mem "$(nvpm-tool core show "$id" client 2>&1)"
+		expect_eq "$t/free-fires-callback" 1 "$(nvpm-tool gpu free "$va" 2>&1)"
+		expect_eq "$t/core-invalidated" 1 "$(nvpm-tool core events "$id" 2>&1)"
+		expect_ok "$t/dereg-after-invalidation" nvpm-tool core dereg "$id"
+		expect_match "$t/forwarded" "^invalidations_forwarded [1-9]" "$(cat $STATS)"
+		unload_stack "$t"
+	done
+done
