@@ -145,7 +145,7 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
             }
             drop(locked);
             if !ABI_LOGGED.swap(true, Ordering::Relaxed) {
-                pr_info!("NVIDIA driver page-table ABI {:?}\n", info.abi);
+                pr_info!("NVIDIA driver page-table ABI {}\n", info.abi);
             }
             if info.cpu_cacheable && crate::shim::ratelimit() {
                 pr_info!(
@@ -224,7 +224,7 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
         pin.owner().apply(Event::MapEnd { ok: false })?;
         STATS.add(Counter::ErrorsDmaMap, 1);
         if crate::shim::ratelimit() {
-            pr_err!("dma_map of {:#x}: {:?}\n", ctx.range().start(), e);
+            pr_err!("cannot map {:#x} for the NIC: {}\n", ctx.range().start(), e);
         }
         return Err(match e {
             P2pError::Driver(e) => e,

@@ -52,6 +52,25 @@ pub(crate) enum P2pError {
     State,
 }
 
+impl kernel::fmt::Display for P2pError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            P2pError::Driver(e) => write!(f, "the NVIDIA driver returned {e:?}"),
+            P2pError::Abi(e) => write!(f, "the NVIDIA driver returned unusable data: {e}"),
+            P2pError::Revoked => f.write_str("the GPU memory was freed meanwhile"),
+            P2pError::State => f.write_str("not pinned, or already mapped"),
+        }
+    }
+}
+
+// The pure crate's types format through `core::fmt`; the kernel's printing
+// macros take `kernel::fmt::Display`.
+impl kernel::fmt::Display for PageTableAbi {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}
+
 /// What a successful pin reports.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PinInfo {

@@ -48,6 +48,29 @@ pub enum AbiError {
     },
 }
 
+impl core::fmt::Display for AbiError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            AbiError::PageTableVersion(v) => write!(
+                f,
+                "page-table version {}.{} not supported (expected 1.2+ or 2.x)",
+                major(v),
+                minor(v)
+            ),
+            AbiError::DmaMappingVersion(v) => write!(
+                f,
+                "DMA-mapping version {}.{} not supported (expected 2.3+)",
+                major(v),
+                minor(v)
+            ),
+            AbiError::PageSize(t) => write!(f, "page size type {t} is not 64 KiB"),
+            AbiError::Entries { found, expected } => {
+                write!(f, "{found} pages returned for a range of {expected}")
+            }
+        }
+    }
+}
+
 /// The layout a page table was returned in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PageTableAbi {
@@ -55,6 +78,15 @@ pub enum PageTableAbi {
     V1,
     /// 2.x: the flags word is valid.
     V2,
+}
+
+impl core::fmt::Display for PageTableAbi {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            PageTableAbi::V1 => "1.x",
+            PageTableAbi::V2 => "2.x",
+        })
+    }
 }
 
 /// Checks a page table's version word and returns its layout.
@@ -109,6 +141,29 @@ fn check_entries(entries: u32, pinned_len: u64) -> Result<(), AbiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_read_well() {
+        extern crate std;
+        use std::string::ToString;
+        assert_eq!(
+            AbiError::PageTableVersion(0x0003_0000).to_string(),
+            "page-table version 3.0 not supported (expected 1.2+ or 2.x)"
+        );
+        assert_eq!(
+            AbiError::PageSize(0).to_string(),
+            "page size type 0 is not 64 KiB"
+        );
+        assert_eq!(
+            AbiError::Entries {
+                found: 63,
+                expected: 64
+            }
+            .to_string(),
+            "63 pages returned for a range of 64"
+        );
+        assert_eq!(PageTableAbi::V2.to_string(), "2.x");
+    }
 
     #[test]
     fn version_halves() {
