@@ -33,3 +33,8 @@ loaded() { [ -d "/sys/module/$1" ]; }
 expect_counter() {
 	expect_eq "$1" "$4" "$(nvpm-tool "$2" counter "$3" 2>&1)"
 }
+
+# expect_match NAME REGEX ACTUAL: ACTUAL matches the extended regular expression.
+expect_match() {
+	if printf '%s\n' "$3" | grep -qE "$2"; then pass "$1"; else fail "$1" "'$3' does not match '$2'"; fi
+}

@@ -150,6 +150,8 @@ struct msim_mr {
 	/* direct mode */
 	struct nvidia_p2p_page_table *pt;
 	struct nvidia_p2p_dma_mapping *dm;
+	u32 pt_version;			/* as the table said at registration */
+	u32 pt_flags;			/* 0 unless the table is 2.0 or later */
 };
 
 static struct {
@@ -922,6 +924,8 @@ static int msim_direct_check_table(struct msim_mr *mr, u64 len, struct sim_reply
 			  pt->entries, len);
 		return -EPROTO;
 	}
+	mr->pt_version = pt->version;
+	mr->pt_flags = major >= 2 ? pt->flags : 0;	/* a 1.2 table has none */
 	return 0;
 }
 
@@ -1252,6 +1256,8 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 		  mr->page_size, PAGE_SIZE, mr->sg_va);
 	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
 		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
+	if (mr->direct)
+		sim_reply(r, "pt_version %#x\npt_flags %#x\n", mr->pt_version, mr->pt_flags);
 	for (i = 0; i < mr->nsges; i++)
 		sim_reply(r, "sge %#llx %u\n", mr->sges[i].addr, mr->sges[i].len);
 	kref_put(&mr->ref, msim_mr_free);
