@@ -12,11 +12,15 @@
  * state. It is held across get_pages and dma_map_pages (the GPU never makes
  * those wait for a free callback) but never across put_pages or
  * dma_unmap_pages, which wait for a running free callback that itself takes
- * ctx->lock. The free callback holds a reference on the context, since a
- * legacy core releases it inside the invalidation.
+ * ctx->lock. That wait is what orders a deregistration racing a free
+ * callback: the table and mapping stay set until the callback has forwarded
+ * the invalidation, so put and unmap are called (and return 0) after it. The
+ * free callback holds a reference on the context, since a legacy core
+ * releases it inside the invalidation.
  */
 #define pr_fmt(fmt) "peer_test_client: " fmt
 
+#include <linux/delay.h>
 #include <linux/kref.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -68,6 +72,10 @@ MODULE_PARM_DESC(claim, "acquire claims the range (0: says not mine)");
 static ulong tc_page_size = TC_GPU_PAGE_SIZE;
 module_param_named(page_size, tc_page_size, ulong, 0644);
 MODULE_PARM_DESC(page_size, "What get_page_size returns (default 65536)");
+
+static uint callback_delay_ms;
+module_param(callback_delay_ms, uint, 0644);
+MODULE_PARM_DESC(callback_delay_ms, "Sleep in the free callback before forwarding it (races)");
 
 static bool coalesce;
 module_param(coalesce, bool, 0644);
@@ -226,6 +234,8 @@ static void tc_free_callback(void *data)
 		nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt);
 	if (tc_has_bug(TC_BUG_UNMAP_IN_CALLBACK) && ctx->dm)
 		nvidia_p2p_dma_unmap_pages(ctx->peer, ctx->pt, ctx->dm);
+	if (READ_ONCE(callback_delay_ms))
+		msleep(READ_ONCE(callback_delay_ms));
 	client->invalidate(client->handle, ctx->core_context);
 
 	/* The GPU frees the table and mappings once this returns. */
@@ -380,8 +390,9 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	/* Called from our own free callback: the GPU unmaps after it returns. */
 	if (ctx->cb_task == current)
 		return 0;
+	/* After our callback has returned, the GPU has unmapped everything. */
 	mutex_lock(&ctx->lock);
-	dm = ctx->revoked ? NULL : ctx->dm;
+	dm = ctx->dm;
 	pt = ctx->pt;
 	ctx->dm = NULL;
 	mutex_unlock(&ctx->lock);
@@ -401,7 +412,7 @@ static void tc_put_pages(struct sg_table *sg_head, void *client_context)
 	if (ctx->cb_task == current)
 		return;
 	mutex_lock(&ctx->lock);
-	pt = ctx->revoked ? NULL : ctx->pt;
+	pt = ctx->pt;
 	ctx->pt = NULL;
 	mutex_unlock(&ctx->lock);
 	if (!pt || tc_has_bug(TC_BUG_LEAK_PINS))
@@ -539,4 +550,3 @@ module_exit(tc_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Test-only peer-memory client for the nvidia-peermem simulators");
-MODULE_SOFTDEP("pre: nvidia");

@@ -72,6 +72,20 @@ expect_ok dereg-persistent nvpm-tool core dereg "$nid"
 expect_counter no-violations-gpu gpu violations 0
 expect_counter no-violations-core core violations 0
 
+# A deregistration racing a free callback: unmap and put wait for the
+# callback to return (the GPU simulator blocks them), then all ends clean.
+echo 1000 >$P/callback_delay_ms
+rva=$(nvpm-tool gpu alloc 1M)
+id=$(nvpm-tool core reg "$rva" 1M --inval)
+nvpm-tool gpu free "$rva" >/dev/null &
+usleep 300000
+expect_ok race-dereg nvpm-tool core dereg "$id"
+expect_counter race-dereg-waited gpu callbacks 2
+wait
+echo 0 >$P/callback_delay_ms
+expect_counter race-gpu-clean gpu violations 0
+expect_counter race-core-clean core violations 0
+
 # When the first client's acquire says "not mine" (its probe failed), the
 # next client gets the MR.
 va=$(nvpm-tool gpu alloc 1M)
