@@ -87,12 +87,14 @@ enum tc_bug {
 	TC_BUG_SG_SHORT, TC_BUG_SG_FIRST_OFFSET, TC_BUG_NMAP, TC_BUG_MAP_FAIL_DIRTY,
 	TC_BUG_INVAL_AFTER_RELEASE, TC_BUG_UNMAP_ERROR,
 };
+
 static const char *const tc_bug_names[] = {
 	"none", "put_in_callback", "unmap_in_callback", "double_put",
 	"unmap_unknown", "map_after_revoke", "leak_pins", "sg_misaligned",
 	"sg_short", "sg_first_offset", "nmap", "map_fail_dirty",
 	"inval_after_release", "unmap_error",
 };
+
 static int bug = TC_BUG_NONE;
 static struct sim_enum_param bug_param = { tc_bug_names, ARRAY_SIZE(tc_bug_names), &bug };
 module_param_cb(bug, &sim_enum_param_ops, &bug_param, 0644);
@@ -119,7 +121,7 @@ static struct tc_client tc_main, tc_nc, tc_dup;
 struct tc_ctx {
 	struct kref ref;		/* the core's until release, + free callback's */
 	struct tc_client *client;
-	struct mutex lock;
+	struct mutex lock;		/* the fields below */
 	u64 va;				/* 64 KiB aligned range */
 	u64 len;
 	u64 core_context;
@@ -137,6 +139,7 @@ static struct {
 	struct tc_client *client;
 	u64 core_context;
 } tc_stale;
+
 static DEFINE_SPINLOCK(tc_stale_lock);
 
 static void tc_ctx_free(struct kref *ref)
