@@ -1,6 +1,7 @@
 # The GPU simulator (tests/sim, loaded as nvidia): buffers in each layout,
 # its knobs and counters, driven through nvpm-tool.
 . /tests/lib.sh
+sim_unload
 G=/sys/kernel/debug/nvidia_sim
 
 expect_ok load modprobe nvidia

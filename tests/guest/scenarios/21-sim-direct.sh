@@ -3,6 +3,7 @@
 # DMA addresses, free callbacks, persistent pins, failure injection, bad data,
 # the other knobs, the timed loop, and counters back to zero.
 . /tests/lib.sh
+sim_unload
 G=/sys/kernel/debug/nvidia_sim
 
 # The core does not depend on the GPU driver: direct mode finds it at run time.

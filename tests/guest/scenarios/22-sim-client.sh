@@ -3,6 +3,7 @@
 # otherwise. Registration rules, ownership order, the umem lifecycle, first
 # and last SGE trimming, invalidation with and without INVALIDATE_UNMAPS.
 . /tests/lib.sh
+sim_unload
 C=/sys/kernel/debug/mofed_peer_sim
 P=/sys/module/peer_test_client/parameters
 
@@ -101,6 +102,9 @@ nvpm-tool gpu inject dma_map_pages 1 EIO
 expect_match dma-map-fails "dma_map failed: -5" "$(nvpm-tool core reg "$va" 1M --inval 2>&1)"
 expect_counter unwound gpu pins.live 0
 expect_counter reg-failures core reg_failures 2
+expect_match nonpci-device "dma_map failed: -22" "$(nvpm-tool core reg "$va" 1M --inval --nonpci 2>&1)"
+expect_dmesg nonpci-refused-by-client "peer_test_client: dma_map: mofed_sim_nonpci is not a PCI device"
+expect_counter reg-failures-nonpci core reg_failures 3
 echo 0 >$P/claim
 expect_match not-claimed "failed \(EFAULT\): no peer memory client claims" "$(nvpm-tool core reg "$va" 1M --inval 2>&1)"
 echo 1 >$P/claim

@@ -3,6 +3,7 @@
 # and legacy (<=5.0: tickets, the 152-byte struct, release inside the
 # invalidation, clients with context private data skipped).
 . /tests/lib.sh
+sim_unload
 C=/sys/kernel/debug/mofed_peer_sim
 
 # --- mid ---

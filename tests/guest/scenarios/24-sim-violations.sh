@@ -2,6 +2,7 @@
 # peer_test_client's "bug" knob: each is counted under its own name and logged
 # as "contract violation" (never as a WARNING), and the counters reset to 0.
 . /tests/lib.sh
+sim_unload
 BUG=/sys/module/peer_test_client/parameters/bug
 
 expect_ok load modprobe peer_test_client
