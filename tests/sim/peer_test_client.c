@@ -65,6 +65,10 @@ static bool dup;
 module_param(dup, bool, 0444);
 MODULE_PARM_DESC(dup, "Also try to register a second client with the same name");
 
+static bool hold_module = true;
+module_param(hold_module, bool, 0444);
+MODULE_PARM_DESC(hold_module, "Hold a module reference per context (0: rmmod waits in unregister instead)");
+
 static bool claim = true;
 module_param(claim, bool, 0644);
 MODULE_PARM_DESC(claim, "acquire claims the range (0: says not mine)");
@@ -203,7 +207,8 @@ static int tc_acquire(struct tc_client *client, unsigned long addr, size_t size,
 		kfree(ctx);
 		return 0;
 	}
-	__module_get(THIS_MODULE);	/* until release */
+	if (hold_module)
+		__module_get(THIS_MODULE);	/* until release */
 	*client_context = ctx;
 	return 1;
 }
@@ -449,7 +454,8 @@ static void tc_release(void *client_context)
 		spin_unlock(&tc_stale_lock);
 	}
 	kref_put(&ctx->ref, tc_ctx_free);
-	module_put(THIS_MODULE);
+	if (hold_module)
+		module_put(THIS_MODULE);
 }
 
 static void *tc_get_context_private_data(u64 peer_id)

@@ -116,6 +116,18 @@ nvpm-tool core dereg "$id"
 expect_ok rmmod rmmod peer_test_client
 expect_dmesg unregistered "mofed_peer_sim: unregistered peer memory client test_client_nc"
 
+# Without those module references, rmmod waits in the unregistration until
+# the last umem is gone.
+expect_ok load-no-refs modprobe peer_test_client hold_module=0
+id=$(nvpm-tool core reg "$va" 1M --inval)
+rmmod peer_test_client &
+usleep 500000
+expect_dmesg unregister-waits "mofed_peer_sim: unregistering test_client: waiting for 1 umem\(s\)"
+if loaded peer_test_client; then pass still-loaded; else fail still-loaded "unloaded with a umem"; fi
+expect_ok dereg-while-unloading nvpm-tool core dereg "$id"
+if wait $!; then pass rmmod-done; else fail rmmod-done "rmmod failed"; fi
+if loaded peer_test_client; then fail unloaded-after "still loaded"; else pass unloaded-after; fi
+
 # Registration rules: duplicate names, mandatory callbacks.
 expect_ok load-dup modprobe peer_test_client dup=1
 expect_dmesg duplicate-refused "mofed_peer_sim: peer memory client test_client is already registered"
@@ -137,7 +149,7 @@ expect_eq plain-unmapped unmapped "$(nvpm-tool core state "$id" 2>&1)"
 expect_eq plain-unmap-once 1 "$(nvpm-tool core show "$id" unmap_calls 2>&1)"
 expect_eq plain-put-once 1 "$(nvpm-tool core show "$id" put_calls 2>&1)"
 nvpm-tool core dereg "$id"
-expect_eq plain-still-once 0 "$(nvpm-tool core mrs | wc -l)"
+expect_eq plain-dereg 0 "$(nvpm-tool core mrs | wc -l)"
 rmmod peer_test_client
 
 # A persistent client takes no invalidation and serves any MR.
