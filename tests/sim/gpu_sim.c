@@ -935,8 +935,8 @@ static int gsim_cmd_inject(int argc, char **argv, struct sim_reply *r)
 		return 0;
 	}
 	fn = match_string(gsim_fn_names, FN_COUNT, argv[1]);
-	if (fn < 0) {
-		sim_reply(r, "error: unknown function '%s'\n", argv[1]);
+	if (fn < 0 || fn == FN_FREE_PAGE_TABLE || fn == FN_FREE_DMA_MAPPING) {
+		sim_reply(r, "error: no failure to inject into '%s'\n", argv[1]);
 		return -EINVAL;
 	}
 	if (argc == 3 && !strcmp(argv[2], "off"))
