@@ -28,7 +28,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	PEER_MEM_INC=$(if $(PEER_MEM_H),$(dir $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module sims provision check check-host check-guest lint fmt clean
+.PHONY: all module sims tool provision check check-host check-guest lint fmt clean
 
 all: module
 
@@ -43,7 +43,11 @@ module: provision
 lint: provision
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" lint'
 
-check-guest: module
+# The guest tests' tool (tests/tool), built on the host: static, no dependencies.
+tool:
+	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool --target x86_64-unknown-linux-gnu
+
+check-guest: module tool
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
 
 fmt: provision
@@ -77,6 +81,7 @@ check:
 	@tests/run-all.sh
 
 clean:
-	@if [ -n "$(KDIR)" ]; then $(MAKE) -C $(KDIR) $(KBUILD_ARGS) clean; \
+	@if [ -n "$(KDIR)" ]; then $(MAKE) -C $(KDIR) $(KBUILD_ARGS) clean && \
+		$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) clean; \
 	else scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" clean'; fi
 	rm -rf target

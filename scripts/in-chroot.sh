@@ -11,4 +11,5 @@ cd "$(dirname "$0")/.."
 enter_private_namespace "$@"
 chroot_mount "$PWD"
 in_chroot KREL="$KREL" KDIR="$KDIR_CHROOT" KMAKE_FLAGS="$KMAKE_FLAGS" DEBIAN_MODULES="${DEBIAN_MODULES#"$CHROOT"}" \
-	VMLINUZ="${VMLINUZ#"$CHROOT"}" CI="${CI:-}" sh -c 'cd /src && exec "$@"' sh "$@"
+	VMLINUZ="${VMLINUZ#"$CHROOT"}" CI="${CI:-}" \
+	GUEST_SCENARIOS="${GUEST_SCENARIOS:-}" GUEST_TIMEOUT="${GUEST_TIMEOUT:-}" sh -c 'cd /src && exec "$@"' sh "$@"

@@ -1,0 +1,1453 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mofed_sim: a simulated MOFED peer-memory core (the PeerDirect part of
+ * ib_core), for tests, built as mofed_peer_sim.ko.
+ *
+ * It exports ib_register_peer_memory_client and ib_unregister_peer_memory_client
+ * and drives registered clients the way one of three MOFED generations does
+ * (module parameter "mode", fixed at load):
+ *   modern  5.4-3+ / DOCA: _ex clients with PEER_MEM_INVALIDATE_UNMAPS unmap
+ *           themselves (the core only marks the umem invalidated); first and
+ *           last SGE trimmed to PAGE_SIZE when the client's page size is larger.
+ *   mid     5.1 ... 5.4-2: no _ex; dma_unmap and put_pages are called inside
+ *           the invalidation with mapping_lock held (bug 2696789's ordering).
+ *   legacy  <= 5.0: ticket core contexts, the 152-byte client struct, and
+ *           dma_unmap, put_pages and release all called inside the invalidation
+ *           under a per-client mutex.
+ * User space registers "MRs" through debugfs (/sys/kernel/debug/mofed_peer_sim/
+ * ctl) and reads back their SG list, page size and invalidation events. The
+ * client's output is checked (SGE alignment, coverage, nmap, page size, table
+ * left by a failed dma_map, calls after release); failures are counted and
+ * logged as "contract violation", never WARNed. A direct mode registers MRs
+ * with the nvidia_p2p_* API and no client at all (the bare-provider baseline),
+ * resolved with symbol_get so that this module does not depend on nvidia.ko.
+ *
+ * Locking, outermost first:
+ *   msim.peer_mutex    the client list; held across the ownership search,
+ *                      i.e. across the clients' acquire calls.
+ *   client->lock       legacy: tickets; held across a whole invalidation,
+ *                      including the client's dma_unmap, put_pages, release.
+ *   mr->mapping_lock   from get_pages to activation, across an invalidation,
+ *                      and (clients that do not unmap themselves) across
+ *                      dma_unmap + put_pages on deregistration.
+ *   msim.lock, client->umems' xa_lock: spinlocks, innermost, never held
+ *                      across a call into a client or the GPU.
+ * Client callbacks run with exactly the locks MOFED would hold at that point.
+ */
+#define pr_fmt(fmt) "mofed_peer_sim: " fmt
+
+#include <linux/completion.h>
+#include <linux/device.h>
+#include <linux/kref.h>
+#include <linux/log2.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/seq_file.h>
+#include <linux/sizes.h>
+#include <linux/timekeeping.h>
+#include <linux/xarray.h>
+
+#include "nv-p2p.h"
+#include "peer_mem.h"
+#include "peer_mem_legacy.h"
+#include "sim_common.h"
+
+/* core_context of a umem whose client takes no invalidation (5.1+). */
+#define PEER_NO_INVALIDATION_ID U32_MAX
+/* The GPU's page size in direct mode. */
+#define MSIM_GPU_PAGE_SIZE SZ_64K
+/* Core contexts remembered per client after release, to spot late calls. */
+#define MSIM_RELEASED_RING 32
+
+enum msim_mode { MODE_MODERN, MODE_MID, MODE_LEGACY };
+static const char *const msim_mode_names[] = { "modern", "mid", "legacy" };
+static int mode = MODE_MODERN;
+static struct sim_enum_param mode_param = {
+	msim_mode_names, ARRAY_SIZE(msim_mode_names), &mode
+};
+module_param_cb(mode, &sim_enum_param_ops, &mode_param, 0444);
+MODULE_PARM_DESC(mode, "MOFED generation: modern (5.4-3+/DOCA), mid (5.1-5.4-2), legacy (<=5.0)");
+
+static char *pci_dev;
+module_param(pci_dev, charp, 0444);
+MODULE_PARM_DESC(pci_dev, "PCI device (DDDD:BB:DD.F) used as the HCA's dma_device; default: the first one");
+
+enum msim_violation {
+	V_SG_ALIGN, V_SG_COVERAGE, V_NMAP, V_PAGE_SIZE, V_MAP_FAILURE,
+	V_AFTER_RELEASE, V_BAD_HANDLE, V_NO_INVALIDATION, V_UNMAP_RETURN,
+	V_CALL_COUNT, V_COUNT
+};
+
+static const char *const msim_violation_names[V_COUNT] = {
+	"sg_align", "sg_coverage", "nmap", "page_size", "map_failure",
+	"after_release", "bad_handle", "no_invalidation", "unmap_return",
+	"call_count",
+};
+
+/* A registered (or, until unload, formerly registered) peer-memory client. */
+struct msim_client {
+	struct list_head node;		/* msim.clients while registered */
+	struct list_head all_node;	/* msim.all_clients until unload */
+	const struct peer_memory_client *ops;
+	void *(*get_context_private_data)(u64 peer_id);	/* legacy layout */
+	char name[IB_PEER_MEMORY_NAME_MAX];
+	bool registered;		/* under msim.lock */
+	bool invalidation_required;
+	bool unmaps_on_invalidate;	/* _ex + PEER_MEM_INVALIDATE_UNMAPS */
+	atomic_t users;			/* live umems, + 1 while registered */
+	struct completion unused;	/* users reached 0 */
+	struct xarray umems;		/* modern/mid: core_context -> mr */
+	u32 next_id;
+	struct mutex lock;		/* legacy: tickets and invalidations */
+	struct list_head tickets;	/* legacy: mr->ticket_node */
+	u64 next_ticket;
+	u64 released[MSIM_RELEASED_RING];	/* under msim.lock */
+	unsigned int nreleased;
+	atomic_long_t regs, deregs, invalidations;
+};
+
+enum msim_mr_state { MR_NEW, MR_MAPPED, MR_INVALIDATED, MR_UNMAPPED, MR_RELEASED };
+static const char *const msim_mr_state_names[] = {
+	"new", "mapped", "invalidated", "unmapped", "released",
+};
+
+struct msim_sge {
+	u64 addr;
+	u32 len;
+};
+
+/* A memory registration: the umem and what the HCA would keep of it. */
+struct msim_mr {
+	struct kref ref;
+	u32 id;
+	u64 va;
+	u64 size;
+	bool inval;			/* the MR supports invalidation */
+	bool writable;
+	bool direct;			/* no client: nvidia_p2p_* called directly */
+	bool persistent;		/* direct: the persistent API */
+	struct device *dma_device;
+	struct msim_client *client;
+	void *client_ctx;
+	u64 core_context;
+	bool has_core_context;		/* in client->umems or client->tickets */
+	struct mutex mapping_lock;
+	enum msim_mr_state state;
+	bool active;			/* invalidation notifier armed */
+	bool latched;			/* legacy: invalidated before activation */
+	struct list_head ticket_node;	/* legacy: client->tickets */
+	struct sg_table sgt;		/* the umem's table, filled by dma_map */
+	int nmap;
+	unsigned long page_size;
+	bool trimmed;
+	dma_addr_t orig_first_addr;	/* before trimming */
+	unsigned int orig_first_len, orig_last_len;
+	u64 sg_va;			/* GPU VA of the first byte of the SG list */
+	struct msim_sge *sges;		/* copy of the SG list at activation */
+	unsigned int nsges;
+	atomic_t events;		/* invalidations received */
+	unsigned int unmap_calls, put_calls;
+	/* direct mode */
+	struct nvidia_p2p_page_table *pt;
+	struct nvidia_p2p_dma_mapping *dm;
+	u32 pt_version;			/* as the table said at registration */
+	u32 pt_flags;			/* 0 unless the table is 2.0 or later */
+};
+
+static struct {
+	struct mutex peer_mutex;	/* the client list, the ownership search */
+	struct list_head clients;	/* registration order */
+	spinlock_t lock;
+	struct list_head all_clients;
+	struct device *pci_device;	/* the HCA's dma_device */
+	struct device *nonpci_device;	/* for bad-input tests */
+	struct dentry *debugfs;
+	atomic_long_t registrations, reg_failures, deregistrations;
+	atomic_long_t invalidations, invalidations_unknown;
+	atomic_long_t violations[V_COUNT];
+	atomic_t live_mrs, live_clients;
+} msim;
+
+static DEFINE_XARRAY_ALLOC1(msim_mrs);	/* user-visible MR ids */
+
+#define msim_violation(v, fmt, ...) \
+	sim_violation(&msim.violations[v], fmt, ##__VA_ARGS__)
+
+static bool msim_legacy(void)
+{
+	return mode == MODE_LEGACY;
+}
+
+/* ---- The provider API, for direct mode --------------------------------- */
+
+/* nvidia_p2p_* of nvidia.ko, resolved while direct MRs need them. */
+static struct {
+	struct mutex lock;		/* users and the symbols */
+	unsigned int users;
+	typeof(&nvidia_p2p_get_pages) get_pages;
+	typeof(&nvidia_p2p_get_pages_persistent) get_pages_persistent;
+	typeof(&nvidia_p2p_put_pages) put_pages;
+	typeof(&nvidia_p2p_put_pages_persistent) put_pages_persistent;
+	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
+	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
+} p2p;
+
+static void msim_p2p_drop(void)
+{
+	if (p2p.get_pages)
+		symbol_put(nvidia_p2p_get_pages);
+	if (p2p.get_pages_persistent)
+		symbol_put(nvidia_p2p_get_pages_persistent);
+	if (p2p.put_pages)
+		symbol_put(nvidia_p2p_put_pages);
+	if (p2p.put_pages_persistent)
+		symbol_put(nvidia_p2p_put_pages_persistent);
+	if (p2p.dma_map_pages)
+		symbol_put(nvidia_p2p_dma_map_pages);
+	if (p2p.dma_unmap_pages)
+		symbol_put(nvidia_p2p_dma_unmap_pages);
+	p2p.get_pages = NULL;
+	p2p.get_pages_persistent = NULL;
+	p2p.put_pages = NULL;
+	p2p.put_pages_persistent = NULL;
+	p2p.dma_map_pages = NULL;
+	p2p.dma_unmap_pages = NULL;
+}
+
+static int msim_p2p_get(void)
+{
+	int ret = 0;
+
+	mutex_lock(&p2p.lock);
+	if (!p2p.users) {
+		p2p.get_pages = symbol_get(nvidia_p2p_get_pages);
+		p2p.get_pages_persistent = symbol_get(nvidia_p2p_get_pages_persistent);
+		p2p.put_pages = symbol_get(nvidia_p2p_put_pages);
+		p2p.put_pages_persistent = symbol_get(nvidia_p2p_put_pages_persistent);
+		p2p.dma_map_pages = symbol_get(nvidia_p2p_dma_map_pages);
+		p2p.dma_unmap_pages = symbol_get(nvidia_p2p_dma_unmap_pages);
+		if (!p2p.get_pages || !p2p.get_pages_persistent || !p2p.put_pages ||
+		    !p2p.put_pages_persistent || !p2p.dma_map_pages || !p2p.dma_unmap_pages) {
+			msim_p2p_drop();
+			ret = -ENODEV;
+		}
+	}
+	if (!ret)
+		p2p.users++;
+	mutex_unlock(&p2p.lock);
+	return ret;
+}
+
+static void msim_p2p_put(void)
+{
+	mutex_lock(&p2p.lock);
+	if (!--p2p.users)
+		msim_p2p_drop();
+	mutex_unlock(&p2p.lock);
+}
+
+/* ---- MRs ---------------------------------------------------------------- */
+
+static void msim_mr_free(struct kref *ref)
+{
+	struct msim_mr *mr = container_of(ref, struct msim_mr, ref);
+
+	kvfree(mr->sges);
+	kfree(mr);
+}
+
+/* ---- Clients ----------------------------------------------------------- */
+
+static void msim_client_get(struct msim_client *c)
+{
+	atomic_inc(&c->users);
+}
+
+static void msim_client_put(struct msim_client *c)
+{
+	if (atomic_dec_and_test(&c->users))
+		complete(&c->unused);
+}
+
+/* The registered client behind @handle; a bad handle is a violation. */
+static struct msim_client *msim_client_from_handle(void *handle, const char *what)
+{
+	struct msim_client *c;
+	bool known = false, registered = false;
+
+	spin_lock(&msim.lock);
+	list_for_each_entry(c, &msim.all_clients, all_node) {
+		if (c == handle) {
+			known = true;
+			registered = c->registered;
+			break;
+		}
+	}
+	spin_unlock(&msim.lock);
+	if (registered)
+		return c;
+	msim_violation(V_BAD_HANDLE, "%s with %s handle %p", what,
+		       known ? "an unregistered" : "an unknown", handle);
+	return NULL;
+}
+
+static const char *msim_missing_callback(const struct peer_memory_client *ops)
+{
+	if (!ops->acquire)
+		return "acquire";
+	if (!ops->get_pages)
+		return "get_pages";
+	if (!ops->put_pages)
+		return "put_pages";
+	if (!ops->dma_map)
+		return "dma_map";
+	if (!ops->dma_unmap)
+		return "dma_unmap";
+	if (msim_legacy() && !ops->get_page_size)
+		return "get_page_size";	/* 4.x required it too */
+	return NULL;
+}
+
+/* How the core of this mode reads the fields beyond the 136-byte struct. */
+static void msim_client_detect(struct msim_client *c,
+			       const struct peer_memory_client *ops)
+{
+	const struct peer_memory_client_ex *ex;
+
+	if (mode == MODE_LEGACY) {
+		c->get_context_private_data =
+			container_of(ops, struct peer_memory_client_legacy, client)
+				->get_context_private_data;
+		return;
+	}
+	/* Byte 15 of the version marks an _ex struct; only modern reads it. */
+	if (mode != MODE_MODERN || !ops->version[IB_PEER_MEMORY_VER_MAX - 1])
+		return;
+	ex = container_of(ops, struct peer_memory_client_ex, client);
+	c->unmaps_on_invalidate =
+		ex->ex_size >= offsetofend(struct peer_memory_client_ex, flags) &&
+		(ex->flags & PEER_MEM_INVALIDATE_UNMAPS);
+}
+
+static int msim_invalidate(void *reg_handle, u64 core_context);
+
+void *ib_register_peer_memory_client(const struct peer_memory_client *peer_client,
+				     invalidate_peer_memory *invalidate_callback)
+{
+	const char *missing;
+	struct msim_client *c, *other;
+	size_t name_len;
+
+	if (!peer_client)
+		return NULL;
+	name_len = strnlen(peer_client->name, IB_PEER_MEMORY_NAME_MAX);
+	if (!name_len || name_len == IB_PEER_MEMORY_NAME_MAX) {
+		pr_err("peer memory client without a valid name refused\n");
+		return NULL;
+	}
+	missing = msim_missing_callback(peer_client);
+	if (missing) {
+		pr_err("Peer memory %s is missing mandatory function %s\n",
+		       peer_client->name, missing);
+		return NULL;
+	}
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return NULL;
+	c->ops = peer_client;
+	strscpy(c->name, peer_client->name);
+	atomic_set(&c->users, 1);
+	init_completion(&c->unused);
+	xa_init_flags(&c->umems, XA_FLAGS_ALLOC);
+	mutex_init(&c->lock);
+	INIT_LIST_HEAD(&c->tickets);
+	c->next_ticket = 1;
+	msim_client_detect(c, peer_client);
+	c->invalidation_required = invalidate_callback;
+
+	mutex_lock(&msim.peer_mutex);
+	list_for_each_entry(other, &msim.clients, node) {
+		if (!strcmp(other->name, c->name)) {
+			mutex_unlock(&msim.peer_mutex);
+			pr_err("peer memory client %s is already registered\n", c->name);
+			kfree(c);
+			return NULL;
+		}
+	}
+	if (invalidate_callback)
+		*invalidate_callback = msim_invalidate;
+	list_add_tail(&c->node, &msim.clients);
+	spin_lock(&msim.lock);
+	list_add_tail(&c->all_node, &msim.all_clients);
+	c->registered = true;
+	spin_unlock(&msim.lock);
+	atomic_inc(&msim.live_clients);
+	mutex_unlock(&msim.peer_mutex);
+
+	pr_info("registered peer memory client %s (version %.14s, %s, %s%s)\n",
+		c->name, peer_client->version,
+		c->invalidation_required ? "invalidation" : "no invalidation",
+		c->unmaps_on_invalidate ? "unmaps on invalidate" : "core unmaps",
+		c->get_context_private_data ? ", context private data" : "");
+	return c;
+}
+EXPORT_SYMBOL(ib_register_peer_memory_client);
+
+void ib_unregister_peer_memory_client(void *reg_handle)
+{
+	struct msim_client *c = msim_client_from_handle(reg_handle, "unregister");
+	int users;
+
+	if (!c)
+		return;
+	mutex_lock(&msim.peer_mutex);
+	list_del(&c->node);
+	spin_lock(&msim.lock);
+	c->registered = false;
+	spin_unlock(&msim.lock);
+	atomic_dec(&msim.live_clients);
+	mutex_unlock(&msim.peer_mutex);
+
+	users = atomic_read(&c->users) - 1;
+	if (users)
+		pr_info("unregistering %s: waiting for %d umem(s)\n", c->name, users);
+	msim_client_put(c);
+	wait_for_completion(&c->unused);
+	pr_info("unregistered peer memory client %s\n", c->name);
+}
+EXPORT_SYMBOL(ib_unregister_peer_memory_client);
+
+/* ---- MR lifecycle through a client --------------------------------------- */
+
+/* The ownership search: the first client whose acquire says "mine". */
+static bool msim_find_owner(struct msim_mr *mr)
+{
+	struct msim_client *c;
+	void *ctx;
+
+	mutex_lock(&msim.peer_mutex);
+	list_for_each_entry(c, &msim.clients, node) {
+		if (c->invalidation_required && !mr->inval)
+			continue;
+		/* 4.x: such clients only serve ucontexts with peer private data. */
+		if (c->get_context_private_data)
+			continue;
+		ctx = NULL;
+		if (c->ops->acquire(mr->va, mr->size, NULL, NULL, &ctx) > 0) {
+			msim_client_get(c);
+			mr->client = c;
+			mr->client_ctx = ctx;
+			break;
+		}
+	}
+	mutex_unlock(&msim.peer_mutex);
+	return mr->client;
+}
+
+static int msim_assign_core_context(struct msim_mr *mr)
+{
+	struct msim_client *c = mr->client;
+	u32 id;
+	int ret;
+
+	if (!c->invalidation_required) {
+		mr->core_context = msim_legacy() ? 0 : PEER_NO_INVALIDATION_ID;
+		return 0;
+	}
+	if (msim_legacy()) {
+		mutex_lock(&c->lock);
+		mr->core_context = c->next_ticket++;
+		list_add_tail(&mr->ticket_node, &c->tickets);
+		mutex_unlock(&c->lock);
+	} else {
+		ret = xa_alloc_cyclic(&c->umems, &id, mr, XA_LIMIT(0, U32_MAX - 1),
+				      &c->next_id, GFP_KERNEL);
+		if (ret < 0)
+			return ret;
+		mr->core_context = id;
+	}
+	mr->has_core_context = true;
+	return 0;
+}
+
+/* Removes the core context (legacy: c->lock held by the caller). */
+static void msim_forget_core_context(struct msim_mr *mr)
+{
+	struct msim_client *c = mr->client;
+
+	if (!mr->has_core_context)
+		return;
+	mr->has_core_context = false;
+	if (msim_legacy())
+		list_del_init(&mr->ticket_node);
+	else
+		xa_erase(&c->umems, mr->core_context);
+	spin_lock(&msim.lock);
+	c->released[c->nreleased++ % MSIM_RELEASED_RING] = mr->core_context;
+	spin_unlock(&msim.lock);
+}
+
+static void msim_untrim(struct msim_mr *mr)
+{
+	struct scatterlist *first = mr->sgt.sgl, *last;
+
+	if (!mr->trimmed)
+		return;
+	last = sg_last(first, mr->nmap);
+	sg_dma_len(last) = mr->orig_last_len;
+	sg_dma_address(first) = mr->orig_first_addr;
+	sg_dma_len(first) = mr->orig_first_len;
+	mr->trimmed = false;
+}
+
+/* Undoes dma_map and get_pages, original SG list restored first. */
+static void msim_unmap_put(struct msim_mr *mr)
+{
+	const struct peer_memory_client *ops = mr->client->ops;
+	int ret;
+
+	msim_untrim(mr);
+	ret = ops->dma_unmap(&mr->sgt, mr->client_ctx, mr->dma_device);
+	if (ret)
+		msim_violation(V_UNMAP_RETURN, "%s: dma_unmap returned %d (must be 0)",
+			       mr->client->name, ret);
+	mr->unmap_calls++;
+	ops->put_pages(&mr->sgt, mr->client_ctx);
+	mr->put_calls++;
+}
+
+/* The end of a client MR: release, and the client loses a user. */
+static void msim_release(struct msim_mr *mr)
+{
+	struct msim_client *c = mr->client;
+
+	if (c->ops->release)
+		c->ops->release(mr->client_ctx);
+	if (mr->unmap_calls > 1 || mr->put_calls > 1)
+		msim_violation(V_CALL_COUNT, "MR %u: dma_unmap called %u times, put_pages %u times",
+			       mr->id, mr->unmap_calls, mr->put_calls);
+	WRITE_ONCE(mr->state, MR_RELEASED);
+	msim_client_put(c);
+}
+
+/* Calls dma_map; on failure the table must be left untouched or valid. */
+static int msim_client_dma_map(struct msim_mr *mr, struct sim_reply *r)
+{
+	const struct peer_memory_client *ops = mr->client->ops;
+	struct sg_table *sgt = &mr->sgt;
+	int ret;
+
+	ret = ops->dma_map(sgt, mr->client_ctx, mr->dma_device, 0, &mr->nmap);
+	if (!ret)
+		return 0;
+	if (sgt->sgl && (!sgt->orig_nents || sgt->nents > sgt->orig_nents))
+		msim_violation(V_MAP_FAILURE,
+			       "%s: dma_map failed (%d) and left an invalid sg table (nents %u, orig_nents %u)",
+			       mr->client->name, ret, sgt->nents, sgt->orig_nents);
+	sim_reply(r, "error: dma_map failed: %d\n", ret);
+	return ret;
+}
+
+/* The table a successful dma_map returned, and its entry count. */
+static int msim_check_nmap(struct msim_mr *mr, struct sim_reply *r)
+{
+	const struct sg_table *sgt = &mr->sgt;
+	int nmap = mr->nmap;
+
+	if (sgt->sgl && nmap > 0 && nmap == sgt->nents && nmap <= sgt->orig_nents)
+		return 0;
+	msim_violation(V_NMAP, "%s: dma_map returned nmap %d for a table of %u/%u entries",
+		       mr->client->name, nmap, sgt->nents, sgt->orig_nents);
+	sim_reply(r, "error: dma_map returned nmap %d, nents %u\n", nmap, sgt->nents);
+	return -EPROTO;
+}
+
+/* Checks the client's SG list against the range and its page size. */
+static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
+{
+	const struct peer_memory_client *ops = mr->client->ops;
+	unsigned long pgsz = ops->get_page_size ? ops->get_page_size(mr->client_ctx) : 0;
+	struct scatterlist *sg;
+	u64 start, end, total = 0;
+	int i;
+
+	if (!pgsz || !is_power_of_2(pgsz) || pgsz < PAGE_SIZE) {
+		msim_violation(V_PAGE_SIZE, "%s: get_page_size returned %lu",
+			       mr->client->name, pgsz);
+		sim_reply(r, "error: bad page size %lu\n", pgsz);
+		return -EPROTO;
+	}
+	mr->page_size = pgsz;
+	start = ALIGN_DOWN(mr->va, pgsz);
+	end = ALIGN(mr->va + mr->size, pgsz);
+	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
+		if (!sg_dma_len(sg) || !PAGE_ALIGNED(sg_dma_address(sg)) ||
+		    !PAGE_ALIGNED(sg_dma_len(sg))) {
+			msim_violation(V_SG_ALIGN,
+				       "%s: SGE %d (%#llx + %#x) is not PAGE_SIZE aligned",
+				       mr->client->name, i, (u64)sg_dma_address(sg),
+				       sg_dma_len(sg));
+			sim_reply(r, "error: SGE %d is not page aligned\n", i);
+			return -EPROTO;
+		}
+		total += sg_dma_len(sg);
+	}
+	if (total != end - start) {
+		msim_violation(V_SG_COVERAGE,
+			       "%s: the SG list covers %llu bytes, the %lu-aligned range %llu",
+			       mr->client->name, total, pgsz, end - start);
+		sim_reply(r, "error: the SG list covers %llu bytes, not %llu\n",
+			  total, end - start);
+		return -EPROTO;
+	}
+	/* gpu_sim's DMA address of a 64 KiB page is 64 KiB aligned. */
+	if (!IS_ALIGNED(sg_dma_address(mr->sgt.sgl), pgsz)) {
+		msim_violation(V_SG_COVERAGE,
+			       "%s: the first SGE (%#llx) does not start at a %lu-aligned page",
+			       mr->client->name, (u64)sg_dma_address(mr->sgt.sgl), pgsz);
+		sim_reply(r, "error: the first SGE is not page-size aligned\n");
+		return -EPROTO;
+	}
+	mr->sg_va = start;
+	return 0;
+}
+
+/* 5.5+: trims the first and last SGE from the client's pages to PAGE_SIZE. */
+static int msim_trim(struct msim_mr *mr, struct sim_reply *r)
+{
+	struct scatterlist *first = mr->sgt.sgl, *last = sg_last(first, mr->nmap);
+	u64 head = ALIGN_DOWN(mr->va, PAGE_SIZE) - mr->sg_va;
+	u64 tail = ALIGN(mr->va + mr->size, mr->page_size) -
+		   ALIGN(mr->va + mr->size, PAGE_SIZE);
+
+	if (mode != MODE_MODERN || mr->page_size == PAGE_SIZE)
+		return 0;
+	if (sg_dma_len(first) <= head + (first == last ? tail : 0) ||
+	    sg_dma_len(last) <= tail) {
+		msim_violation(V_SG_COVERAGE, "%s: SGEs too short to trim to PAGE_SIZE",
+			       mr->client->name);
+		sim_reply(r, "error: SGEs too short to trim\n");
+		return -EPROTO;
+	}
+	mr->orig_first_addr = sg_dma_address(first);
+	mr->orig_first_len = sg_dma_len(first);
+	mr->orig_last_len = sg_dma_len(last);
+	sg_dma_address(first) += head;
+	sg_dma_len(first) -= head;
+	sg_dma_len(last) -= tail;
+	mr->sg_va += head;
+	mr->trimmed = true;
+	return 0;
+}
+
+/* Keeps a copy of the SG list as the HCA would program it. */
+static int msim_snapshot_sgt(struct msim_mr *mr)
+{
+	struct scatterlist *sg;
+	int i;
+
+	mr->sges = kvcalloc(mr->nmap, sizeof(*mr->sges), GFP_KERNEL);
+	if (!mr->sges)
+		return -ENOMEM;
+	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
+		mr->sges[i].addr = sg_dma_address(sg);
+		mr->sges[i].len = sg_dma_len(sg);
+	}
+	mr->nsges = mr->nmap;
+	return 0;
+}
+
+/* Arms the invalidation notifier; legacy: fails if one came in already. */
+static int msim_activate(struct msim_mr *mr, struct sim_reply *r)
+{
+	struct msim_client *c = mr->client;
+	int ret = 0;
+
+	if (msim_legacy())
+		mutex_lock(&c->lock);
+	if (mr->latched) {
+		sim_reply(r, "error: invalidated before activation\n");
+		ret = -EAGAIN;
+	} else {
+		WRITE_ONCE(mr->state, MR_MAPPED);
+		mr->active = true;
+	}
+	if (msim_legacy())
+		mutex_unlock(&c->lock);
+	return ret;
+}
+
+static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
+{
+	const struct peer_memory_client *ops;
+	int ret;
+
+	if (!msim_find_owner(mr)) {
+		sim_reply(r, "error: no peer memory client claims %#llx + %llu\n",
+			  mr->va, mr->size);
+		return -EFAULT;
+	}
+	ops = mr->client->ops;
+	mutex_lock(&mr->mapping_lock);
+	ret = msim_assign_core_context(mr);
+	if (ret)
+		goto out_release;
+	ret = ops->get_pages(mr->va, mr->size, 1, !mr->writable,
+			     msim_legacy() ? &mr->sgt : NULL, mr->client_ctx,
+			     mr->core_context);
+	if (ret) {
+		sim_reply(r, "error: get_pages failed: %d\n", ret);
+		goto out_release;
+	}
+	ret = msim_client_dma_map(mr, r);
+	if (ret) {
+		/* MOFED's unwinding: put_pages without dma_unmap. */
+		ops->put_pages(&mr->sgt, mr->client_ctx);
+		mr->put_calls++;
+		goto out_release;
+	}
+	ret = msim_check_nmap(mr, r);
+	if (!ret)
+		ret = msim_check_sg(mr, r);
+	if (!ret)
+		ret = msim_trim(mr, r);
+	if (!ret)
+		ret = msim_snapshot_sgt(mr);
+	if (!ret)
+		ret = msim_activate(mr, r);
+	if (ret)
+		msim_unmap_put(mr);
+out_release:
+	mutex_unlock(&mr->mapping_lock);
+	if (ret) {
+		if (msim_legacy())
+			mutex_lock(&mr->client->lock);
+		msim_forget_core_context(mr);
+		if (msim_legacy())
+			mutex_unlock(&mr->client->lock);
+		msim_release(mr);
+	} else {
+		atomic_long_inc(&mr->client->regs);
+	}
+	return ret;
+}
+
+static void msim_dereg_client_legacy(struct msim_mr *mr)
+{
+	struct msim_client *c = mr->client;
+	bool mapped;
+
+	mutex_lock(&c->lock);
+	mapped = mr->state == MR_MAPPED;
+	if (mapped) {
+		mr->active = false;
+		msim_forget_core_context(mr);
+		WRITE_ONCE(mr->state, MR_UNMAPPED);
+	}
+	mutex_unlock(&c->lock);
+	/* Otherwise an invalidation already did everything, release included. */
+	if (mapped) {
+		msim_unmap_put(mr);
+		msim_release(mr);
+	}
+}
+
+static void msim_dereg_client(struct msim_mr *mr)
+{
+	struct msim_client *c = mr->client;
+	bool unmap;
+
+	atomic_long_inc(&c->deregs);
+	if (msim_legacy()) {
+		msim_dereg_client_legacy(mr);
+		return;
+	}
+	mutex_lock(&mr->mapping_lock);
+	mr->active = false;
+	unmap = mr->state == MR_MAPPED;
+	if (unmap && !c->unmaps_on_invalidate)
+		msim_unmap_put(mr);	/* under mapping_lock: 2696789's ordering */
+	if (unmap)
+		WRITE_ONCE(mr->state, MR_UNMAPPED);
+	mutex_unlock(&mr->mapping_lock);
+	if (unmap && c->unmaps_on_invalidate)
+		msim_unmap_put(mr);
+	/* An INVALIDATED umem's client has torn its mapping down itself. */
+	msim_release(mr);
+	msim_forget_core_context(mr);
+}
+
+/* ---- Invalidation (the function handed to clients) --------------------- */
+
+static void msim_late_invalidation(struct msim_client *c, u64 core_context)
+{
+	msim_violation(V_AFTER_RELEASE,
+		       "%s: invalidation of core_context %llu after its release",
+		       c->name, core_context);
+}
+
+/* An invalidation for a core context nobody has: late, or just unknown. */
+static void msim_unknown_context(struct msim_client *c, u64 core_context)
+{
+	bool released = false;
+	unsigned int i;
+
+	spin_lock(&msim.lock);
+	for (i = 0; i < min(c->nreleased, MSIM_RELEASED_RING); i++)
+		released |= c->released[i] == core_context;
+	spin_unlock(&msim.lock);
+	if (released)
+		msim_late_invalidation(c, core_context);
+	else
+		atomic_long_inc(&msim.invalidations_unknown);
+}
+
+static void msim_invalidate_modern(struct msim_client *c, u64 core_context)
+{
+	struct msim_mr *mr = NULL;
+
+	if (core_context < PEER_NO_INVALIDATION_ID) {
+		xa_lock(&c->umems);
+		mr = xa_load(&c->umems, core_context);
+		if (mr)
+			kref_get(&mr->ref);
+		xa_unlock(&c->umems);
+	}
+	if (!mr) {
+		msim_unknown_context(c, core_context);
+		return;
+	}
+	mutex_lock(&mr->mapping_lock);
+	atomic_inc(&mr->events);
+	if (mr->state == MR_RELEASED)
+		msim_late_invalidation(c, core_context);
+	if (mr->state == MR_MAPPED) {
+		/* Here mlx5 revokes the mkey: the HCA stops all DMA. */
+		if (c->unmaps_on_invalidate) {
+			WRITE_ONCE(mr->state, MR_INVALIDATED);
+		} else {
+			msim_unmap_put(mr);
+			WRITE_ONCE(mr->state, MR_UNMAPPED);
+		}
+	}
+	mutex_unlock(&mr->mapping_lock);
+	kref_put(&mr->ref, msim_mr_free);
+}
+
+/* <= 5.0: the whole deregistration happens inside the invalidation. */
+static void msim_invalidate_legacy(struct msim_client *c, u64 core_context)
+{
+	struct msim_mr *mr, *found = NULL;
+
+	mutex_lock(&c->lock);
+	list_for_each_entry(mr, &c->tickets, ticket_node) {
+		if (mr->core_context == core_context) {
+			found = mr;
+			break;
+		}
+	}
+	if (!found) {
+		mutex_unlock(&c->lock);
+		msim_unknown_context(c, core_context);
+		return;
+	}
+	atomic_inc(&found->events);
+	if (!found->active) {
+		found->latched = true;	/* activation will fail */
+	} else {
+		found->active = false;
+		msim_forget_core_context(found);
+		WRITE_ONCE(found->state, MR_UNMAPPED);
+		msim_unmap_put(found);
+		msim_release(found);
+	}
+	mutex_unlock(&c->lock);
+}
+
+static int msim_invalidate(void *reg_handle, u64 core_context)
+{
+	struct msim_client *c = msim_client_from_handle(reg_handle, "invalidate");
+
+	if (!c)
+		return 0;
+	atomic_long_inc(&msim.invalidations);
+	atomic_long_inc(&c->invalidations);
+	if (core_context == (msim_legacy() ? 0 : PEER_NO_INVALIDATION_ID)) {
+		msim_violation(V_NO_INVALIDATION,
+			       "%s: invalidation of a umem registered without invalidation",
+			       c->name);
+		return 0;
+	}
+	if (msim_legacy())
+		msim_invalidate_legacy(c, core_context);
+	else
+		msim_invalidate_modern(c, core_context);
+	return 0;
+}
+
+/* ---- Direct mode: the bare provider, no client --------------------------- */
+
+/* Runs in the GPU's free callback: only marks the MR, never calls back. */
+static void msim_direct_free_callback(void *data)
+{
+	struct msim_mr *mr = data;
+
+	mutex_lock(&mr->mapping_lock);
+	atomic_inc(&mr->events);
+	atomic_long_inc(&msim.invalidations);
+	if (mr->state == MR_MAPPED)
+		WRITE_ONCE(mr->state, MR_INVALIDATED);
+	mutex_unlock(&mr->mapping_lock);
+}
+
+static struct pci_dev *msim_direct_peer(struct msim_mr *mr)
+{
+	/* With "nonpci" deliberately wrong: the GPU simulator must catch it. */
+	return to_pci_dev(mr->dma_device);
+}
+
+static void msim_direct_unpin(struct msim_mr *mr, bool mapped)
+{
+	int ret = 0;
+
+	/* Also fine after a free callback: both then return 0. */
+	if (mapped)
+		ret = p2p.dma_unmap_pages(msim_direct_peer(mr), mr->pt, mr->dm);
+	if (ret)
+		pr_err("direct MR %u: nvidia_p2p_dma_unmap_pages failed: %d\n", mr->id, ret);
+	if (mr->persistent)
+		ret = p2p.put_pages_persistent(mr->sg_va, mr->pt, 0);
+	else
+		ret = p2p.put_pages(0, 0, mr->sg_va, mr->pt);
+	if (ret)
+		pr_err("direct MR %u: put_pages failed: %d\n", mr->id, ret);
+}
+
+/* What a careful client checks before trusting the page table. */
+static int msim_direct_check_table(struct msim_mr *mr, u64 len, struct sim_reply *r)
+{
+	const struct nvidia_p2p_page_table *pt = mr->pt;
+	u32 major = NVIDIA_P2P_MAJOR_VERSION(pt->version);
+
+	if (major != 1 && major != 2) {
+		sim_reply(r, "error: page table version %#x is not supported\n", pt->version);
+		return -EPROTO;
+	}
+	if (pt->page_size != NVIDIA_P2P_PAGE_SIZE_64KB) {
+		sim_reply(r, "error: page table page size type %u, not 64 KiB\n", pt->page_size);
+		return -EPROTO;
+	}
+	if ((u64)pt->entries * MSIM_GPU_PAGE_SIZE != len) {
+		sim_reply(r, "error: page table has %u entries for %llu bytes\n",
+			  pt->entries, len);
+		return -EPROTO;
+	}
+	mr->pt_version = pt->version;
+	mr->pt_flags = major >= 2 ? pt->flags : 0;	/* a 1.2 table has none */
+	return 0;
+}
+
+static int msim_direct_check_mapping(struct msim_mr *mr, struct sim_reply *r)
+{
+	const struct nvidia_p2p_dma_mapping *dm = mr->dm;
+
+	if (!NVIDIA_P2P_VERSION_COMPATIBLE(dm, NVIDIA_P2P_DMA_MAPPING_VERSION)) {
+		sim_reply(r, "error: dma mapping version %#x is not compatible\n", dm->version);
+		return -EPROTO;
+	}
+	if (dm->entries != mr->pt->entries) {
+		sim_reply(r, "error: dma mapping has %u entries, the page table %u\n",
+			  dm->entries, mr->pt->entries);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* One SGE per 64 KiB page, as the bare provider hands them out. */
+static int msim_direct_snapshot(struct msim_mr *mr)
+{
+	u32 i;
+
+	mr->sges = kvcalloc(mr->dm->entries, sizeof(*mr->sges), GFP_KERNEL);
+	if (!mr->sges)
+		return -ENOMEM;
+	for (i = 0; i < mr->dm->entries; i++) {
+		mr->sges[i].addr = mr->dm->dma_addresses[i];
+		mr->sges[i].len = MSIM_GPU_PAGE_SIZE;
+	}
+	mr->nsges = mr->dm->entries;
+	mr->nmap = mr->dm->entries;
+	return 0;
+}
+
+static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
+{
+	u64 start = ALIGN_DOWN(mr->va, MSIM_GPU_PAGE_SIZE);
+	u64 len = ALIGN(mr->va + mr->size, MSIM_GPU_PAGE_SIZE) - start;
+	bool mapped = false;
+	int ret;
+
+	if (msim_p2p_get()) {
+		sim_reply(r, "error: the GPU simulator (nvidia) is not loaded\n");
+		return -ENODEV;
+	}
+	mr->sg_va = start;
+	mr->page_size = MSIM_GPU_PAGE_SIZE;
+	mutex_lock(&mr->mapping_lock);
+	if (mr->persistent)
+		ret = p2p.get_pages_persistent(start, len, &mr->pt, 0);
+	else
+		ret = p2p.get_pages(0, 0, start, len, &mr->pt,
+				    msim_direct_free_callback, mr);
+	if (ret) {
+		sim_reply(r, "error: get_pages failed: %d\n", ret);
+		goto out;
+	}
+	ret = msim_direct_check_table(mr, len, r);
+	if (!ret) {
+		ret = p2p.dma_map_pages(msim_direct_peer(mr), mr->pt, &mr->dm);
+		if (ret)
+			sim_reply(r, "error: dma_map_pages failed: %d\n", ret);
+		mapped = !ret;
+	}
+	if (!ret)
+		ret = msim_direct_check_mapping(mr, r);
+	if (!ret)
+		ret = msim_direct_snapshot(mr);
+	if (ret)
+		msim_direct_unpin(mr, mapped);
+	else
+		WRITE_ONCE(mr->state, MR_MAPPED);
+out:
+	mutex_unlock(&mr->mapping_lock);
+	if (ret)
+		msim_p2p_put();
+	return ret;
+}
+
+static void msim_dereg_direct(struct msim_mr *mr)
+{
+	mutex_lock(&mr->mapping_lock);
+	WRITE_ONCE(mr->state, MR_UNMAPPED);
+	mutex_unlock(&mr->mapping_lock);
+	/* After a free callback these wait for it to return, then return 0. */
+	msim_direct_unpin(mr, true);
+	WRITE_ONCE(mr->state, MR_RELEASED);
+	msim_p2p_put();
+}
+
+/* ---- Registration entry points ------------------------------------------ */
+
+struct msim_reg_args {
+	u64 va;
+	u64 size;
+	u64 count;		/* 0: one MR that stays; N: N reg/dereg cycles */
+	bool direct;
+	bool inval;
+	bool read_only;
+	bool nonpci;
+	bool persistent;
+};
+
+static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
+{
+	struct msim_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+
+	if (!mr)
+		return NULL;
+	kref_init(&mr->ref);
+	mutex_init(&mr->mapping_lock);
+	INIT_LIST_HEAD(&mr->ticket_node);
+	mr->va = a->va;
+	mr->size = a->size;
+	mr->direct = a->direct;
+	mr->inval = a->inval;
+	mr->writable = !a->read_only;
+	mr->persistent = a->persistent;
+	mr->dma_device = a->nonpci ? msim.nonpci_device : msim.pci_device;
+	return mr;
+}
+
+static int msim_register(struct msim_mr *mr, struct sim_reply *r)
+{
+	int ret = mr->direct ? msim_reg_direct(mr, r) : msim_reg_client(mr, r);
+
+	if (ret) {
+		atomic_long_inc(&msim.reg_failures);
+		return ret;
+	}
+	atomic_long_inc(&msim.registrations);
+	atomic_inc(&msim.live_mrs);
+	return 0;
+}
+
+static void msim_deregister(struct msim_mr *mr)
+{
+	if (mr->direct)
+		msim_dereg_direct(mr);
+	else
+		msim_dereg_client(mr);
+	atomic_long_inc(&msim.deregistrations);
+	atomic_dec(&msim.live_mrs);
+}
+
+/* One MR that stays until "dereg"; replies with its id. */
+static int msim_reg_one(const struct msim_reg_args *a, struct sim_reply *r)
+{
+	struct msim_mr *mr = msim_mr_new(a);
+	int ret;
+
+	if (!mr)
+		return -ENOMEM;
+	/* Reserve the id first: messages name it; "show" sees it only later. */
+	ret = xa_alloc(&msim_mrs, &mr->id, NULL, xa_limit_32b, GFP_KERNEL);
+	if (!ret) {
+		ret = msim_register(mr, r);
+		if (ret)
+			xa_erase(&msim_mrs, mr->id);
+		else
+			xa_store(&msim_mrs, mr->id, mr, GFP_KERNEL);
+	}
+	if (ret) {
+		kref_put(&mr->ref, msim_mr_free);
+		return ret;
+	}
+	sim_reply(r, "%u\n", mr->id);
+	return 0;
+}
+
+/* N register/deregister cycles, timed (for benchmarks). */
+static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
+{
+	u64 i, t0, elapsed;
+	struct msim_mr *mr;
+	int ret = 0;
+
+	/* Direct mode: resolve the provider once, not per cycle. */
+	if (a->direct && msim_p2p_get()) {
+		sim_reply(r, "error: the GPU simulator (nvidia) is not loaded\n");
+		return -ENODEV;
+	}
+	t0 = ktime_get_ns();
+	for (i = 0; i < a->count && !ret; i++) {
+		mr = msim_mr_new(a);
+		if (!mr) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = msim_register(mr, r);
+		if (!ret)
+			msim_deregister(mr);
+		kref_put(&mr->ref, msim_mr_free);
+		cond_resched();
+	}
+	elapsed = ktime_get_ns() - t0;
+	if (a->direct)
+		msim_p2p_put();
+	if (ret) {
+		sim_reply(r, "error: cycle %llu failed: %d\n", i, ret);
+		return ret;
+	}
+	sim_reply(r, "count %llu elapsed_ns %llu per_op_ns %llu\n", a->count, elapsed,
+		  div64_u64(elapsed, a->count));
+	return 0;
+}
+
+/* ---- debugfs: ctl -------------------------------------------------------- */
+
+/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N] */
+static int msim_parse_reg(int argc, char **argv, bool direct,
+			  struct msim_reg_args *a, struct sim_reply *r)
+{
+	int i;
+
+	memset(a, 0, sizeof(*a));
+	a->direct = direct;
+	if (sim_parse_u64(argv[1], &a->va) || sim_parse_size(argv[2], &a->size) ||
+	    !a->size || a->va + a->size < a->va) {
+		sim_reply(r, "error: bad range '%s' '%s'\n", argv[1], argv[2]);
+		return -EINVAL;
+	}
+	for (i = 3; i < argc; i++) {
+		if (!direct && !strcmp(argv[i], "inval")) {
+			a->inval = true;
+		} else if (!direct && !strcmp(argv[i], "ro")) {
+			a->read_only = true;
+		} else if (direct && !strcmp(argv[i], "persistent")) {
+			a->persistent = true;
+		} else if (!strcmp(argv[i], "nonpci")) {
+			a->nonpci = true;
+		} else if (!strncmp(argv[i], "count=", 6) &&
+			   !sim_parse_u64(argv[i] + 6, &a->count) && a->count) {
+			continue;
+		} else {
+			sim_reply(r, "error: unknown option '%s'\n", argv[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int msim_cmd_reg_common(int argc, char **argv, struct sim_reply *r, bool direct)
+{
+	struct msim_reg_args a;
+	int ret = msim_parse_reg(argc, argv, direct, &a, r);
+
+	if (ret)
+		return ret;
+	return a.count ? msim_reg_loop(&a, r) : msim_reg_one(&a, r);
+}
+
+static int msim_cmd_reg(int argc, char **argv, struct sim_reply *r)
+{
+	return msim_cmd_reg_common(argc, argv, r, false);
+}
+
+static int msim_cmd_direct(int argc, char **argv, struct sim_reply *r)
+{
+	return msim_cmd_reg_common(argc, argv, r, true);
+}
+
+static void msim_dereg_erased(struct msim_mr *mr)
+{
+	msim_deregister(mr);
+	kref_put(&mr->ref, msim_mr_free);
+}
+
+static int msim_cmd_dereg(int argc, char **argv, struct sim_reply *r)
+{
+	struct msim_mr *mr;
+	unsigned long id;
+	u64 v;
+
+	if (!strcmp(argv[1], "all")) {
+		xa_for_each(&msim_mrs, id, mr) {
+			if (xa_cmpxchg(&msim_mrs, id, mr, NULL, GFP_KERNEL) == mr)
+				msim_dereg_erased(mr);
+		}
+		return 0;
+	}
+	if (sim_parse_u64(argv[1], &v) || v > U32_MAX)
+		return -EINVAL;
+	mr = xa_erase(&msim_mrs, v);
+	if (!mr) {
+		sim_reply(r, "error: no MR %llu\n", v);
+		return -ENOENT;
+	}
+	msim_dereg_erased(mr);
+	return 0;
+}
+
+/* Takes a reference on MR @s, or replies with an error. */
+static struct msim_mr *msim_mr_get(const char *s, struct sim_reply *r)
+{
+	struct msim_mr *mr = NULL;
+	u64 id;
+
+	if (!sim_parse_u64(s, &id) && id <= U32_MAX) {
+		xa_lock(&msim_mrs);
+		mr = xa_load(&msim_mrs, id);
+		if (mr)
+			kref_get(&mr->ref);
+		xa_unlock(&msim_mrs);
+	}
+	if (!mr)
+		sim_reply(r, "error: no MR '%s'\n", s);
+	return mr;
+}
+
+static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
+{
+	struct msim_mr *mr = msim_mr_get(argv[1], r);
+	unsigned int i;
+
+	if (!mr)
+		return -ENOENT;
+	sim_reply(r, "id %u\nva %#llx\nsize %llu\n", mr->id, mr->va, mr->size);
+	sim_reply(r, "client %s\ndirect %d\npersistent %d\n",
+		  mr->direct ? "-" : mr->client->name, mr->direct, mr->persistent);
+	sim_reply(r, "mode %s\ndevice %s\nstate %s\n", msim_mode_names[mode],
+		  dev_name(mr->dma_device),
+		  msim_mr_state_names[READ_ONCE(mr->state)]);
+	sim_reply(r, "inval %d\nwritable %d\ncore_context %llu\n", mr->inval,
+		  mr->writable, mr->core_context);
+	sim_reply(r, "page_size %lu\nos_page_size %lu\nsg_va %#llx\n",
+		  mr->page_size, PAGE_SIZE, mr->sg_va);
+	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
+		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
+	if (mr->direct)
+		sim_reply(r, "pt_version %#x\npt_flags %#x\n", mr->pt_version, mr->pt_flags);
+	for (i = 0; i < mr->nsges; i++)
+		sim_reply(r, "sge %#llx %u\n", mr->sges[i].addr, mr->sges[i].len);
+	kref_put(&mr->ref, msim_mr_free);
+	return 0;
+}
+
+static int msim_cmd_reset(int argc, char **argv, struct sim_reply *r)
+{
+	int i;
+
+	atomic_long_set(&msim.registrations, 0);
+	atomic_long_set(&msim.reg_failures, 0);
+	atomic_long_set(&msim.deregistrations, 0);
+	atomic_long_set(&msim.invalidations, 0);
+	atomic_long_set(&msim.invalidations_unknown, 0);
+	for (i = 0; i < V_COUNT; i++)
+		atomic_long_set(&msim.violations[i], 0);
+	return 0;
+}
+
+static const struct sim_cmd msim_cmds[] = {
+	{ "reg", 2, msim_cmd_reg },
+	{ "direct", 2, msim_cmd_direct },
+	{ "dereg", 1, msim_cmd_dereg },
+	{ "show", 1, msim_cmd_show },
+	{ "reset", 0, msim_cmd_reset },
+};
+
+SIM_CTL_FOPS(msim_ctl, msim_cmds);
+
+/* ---- debugfs: read-only views -------------------------------------------- */
+
+static int msim_counters_show(struct seq_file *s, void *unused)
+{
+	long total = 0;
+	int i;
+
+	seq_printf(s, "registrations %ld\n", atomic_long_read(&msim.registrations));
+	seq_printf(s, "reg_failures %ld\n", atomic_long_read(&msim.reg_failures));
+	seq_printf(s, "deregistrations %ld\n", atomic_long_read(&msim.deregistrations));
+	seq_printf(s, "invalidations %ld\n", atomic_long_read(&msim.invalidations));
+	seq_printf(s, "invalidations_unknown %ld\n",
+		   atomic_long_read(&msim.invalidations_unknown));
+	seq_printf(s, "mrs.live %d\n", atomic_read(&msim.live_mrs));
+	seq_printf(s, "clients.live %d\n", atomic_read(&msim.live_clients));
+	for (i = 0; i < V_COUNT; i++) {
+		total += atomic_long_read(&msim.violations[i]);
+		seq_printf(s, "violation.%s %ld\n", msim_violation_names[i],
+			   atomic_long_read(&msim.violations[i]));
+	}
+	seq_printf(s, "violations %ld\n", total);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(msim_counters);
+
+/* One line per registered client, in registration order. */
+static int msim_clients_show(struct seq_file *s, void *unused)
+{
+	struct msim_client *c;
+
+	mutex_lock(&msim.peer_mutex);
+	list_for_each_entry(c, &msim.clients, node)
+		seq_printf(s, "%s users=%d invalidation=%d unmaps_on_invalidate=%d context_private_data=%d regs=%ld deregs=%ld invalidations=%ld\n",
+			   c->name, atomic_read(&c->users) - 1, c->invalidation_required,
+			   c->unmaps_on_invalidate, !!c->get_context_private_data,
+			   atomic_long_read(&c->regs), atomic_long_read(&c->deregs),
+			   atomic_long_read(&c->invalidations));
+	mutex_unlock(&msim.peer_mutex);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(msim_clients);
+
+/* One line per MR: ID VA SIZE STATE CLIENT EVENTS */
+static int msim_mrs_show(struct seq_file *s, void *unused)
+{
+	struct msim_mr *mr;
+	unsigned long id;
+
+	xa_lock(&msim_mrs);
+	xa_for_each(&msim_mrs, id, mr)
+		seq_printf(s, "%u %#llx %llu %s %s %d\n", mr->id, mr->va, mr->size,
+			   msim_mr_state_names[READ_ONCE(mr->state)],
+			   mr->direct ? "-" : mr->client->name, atomic_read(&mr->events));
+	xa_unlock(&msim_mrs);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(msim_mrs);
+
+/* ---- Module -------------------------------------------------------------- */
+
+static struct device *msim_find_pci_device(void)
+{
+	unsigned int domain, bus, slot, fn;
+	struct pci_dev *pdev;
+
+	if (!pci_dev)
+		pdev = pci_get_device(PCI_ANY_ID, PCI_ANY_ID, NULL);
+	else if (sscanf(pci_dev, "%x:%x:%x.%x", &domain, &bus, &slot, &fn) == 4)
+		pdev = pci_get_domain_bus_and_slot(domain, bus, PCI_DEVFN(slot, fn));
+	else
+		pdev = NULL;
+	return pdev ? &pdev->dev : NULL;
+}
+
+static int __init msim_init(void)
+{
+	struct dentry *d;
+
+	mutex_init(&msim.peer_mutex);
+	INIT_LIST_HEAD(&msim.clients);
+	spin_lock_init(&msim.lock);
+	INIT_LIST_HEAD(&msim.all_clients);
+	mutex_init(&p2p.lock);
+	msim.pci_device = msim_find_pci_device();
+	if (!msim.pci_device) {
+		pr_err("no PCI device%s%s to act as the HCA\n", pci_dev ? " " : "",
+		       pci_dev ?: "");
+		return -ENODEV;
+	}
+	msim.nonpci_device = root_device_register("mofed_sim_nonpci");
+	if (IS_ERR(msim.nonpci_device)) {
+		pci_dev_put(to_pci_dev(msim.pci_device));
+		return PTR_ERR(msim.nonpci_device);
+	}
+	d = debugfs_create_dir("mofed_peer_sim", NULL);
+	msim.debugfs = d;
+	debugfs_create_file("ctl", 0600, d, NULL, &msim_ctl_fops);
+	debugfs_create_file("counters", 0444, d, NULL, &msim_counters_fops);
+	debugfs_create_file("clients", 0444, d, NULL, &msim_clients_fops);
+	debugfs_create_file("mrs", 0444, d, NULL, &msim_mrs_fops);
+	pr_info("simulated MOFED peer-memory core ready: mode %s, dma_device %s\n",
+		msim_mode_names[mode], dev_name(msim.pci_device));
+	return 0;
+}
+
+static void __exit msim_exit(void)
+{
+	struct msim_client *c, *tmp;
+	struct msim_mr *mr;
+	unsigned long id;
+
+	debugfs_remove_recursive(msim.debugfs);
+	/*
+	 * Client MRs cannot outlive their client's unregistration (it waits for
+	 * them), and a client still registered now is gone without unregistering:
+	 * its callbacks cannot be called. Only direct MRs are left to undo.
+	 */
+	xa_for_each(&msim_mrs, id, mr) {
+		xa_erase(&msim_mrs, id);
+		if (mr->direct)
+			msim_dereg_erased(mr);
+		else
+			pr_err("MR %u of client %s still registered at unload: leaked\n",
+			       mr->id, mr->client->name);
+	}
+	xa_destroy(&msim_mrs);
+	list_for_each_entry_safe(c, tmp, &msim.all_clients, all_node) {
+		if (c->registered)
+			pr_err("client %s still registered at unload\n", c->name);
+		list_del(&c->all_node);
+		xa_destroy(&c->umems);
+		kfree(c);
+	}
+	root_device_unregister(msim.nonpci_device);
+	pci_dev_put(to_pci_dev(msim.pci_device));
+	pr_info("simulated MOFED peer-memory core removed\n");
+}
+
+module_init(msim_init);
+module_exit(msim_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Simulated MOFED peer-memory core (ib_register_peer_memory_client) for nvidia-peermem tests");
