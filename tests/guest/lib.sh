@@ -33,3 +33,16 @@ loaded() { [ -d "/sys/module/$1" ]; }
 expect_counter() {
 	expect_eq "$1" "$4" "$(nvpm-tool "$2" counter "$3" 2>&1)"
 }
+
+# expect_match NAME REGEX ACTUAL: ACTUAL matches the extended regular expression.
+expect_match() {
+	if printf '%s\n' "$3" | grep -qE "$2"; then pass "$1"; else fail "$1" "'$3' does not match '$2'"; fi
+}
+
+# sim_unload: unloads the simulators (tests/sim) left loaded by an earlier
+# scenario, so that a scenario loads them with its own parameters.
+sim_unload() {
+	for m in peer_test_client mofed_peer_sim nvidia; do
+		! loaded "$m" || rmmod "$m" || fail "unload-$m" "$m cannot be unloaded"
+	done
+}

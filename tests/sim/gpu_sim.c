@@ -45,12 +45,12 @@
 #include "sim_common.h"
 
 #define GSIM_PAGE_SHIFT 16
-#define GSIM_PAGE_SIZE (1ULL << GSIM_PAGE_SHIFT)
+#define GSIM_PAGE_SIZE BIT_ULL(GSIM_PAGE_SHIFT)
 /* Where the fake GPU VA space and the fake BAR1 aperture start. */
 #define GSIM_VA_BASE 0x7f4000000000ULL
 #define GSIM_BAR_BASE 0x3800000000ULL
 /* Device n's DMA (IOVA) addresses are the bus addresses + (n + 1) * stride. */
-#define GSIM_IOVA_STRIDE (1ULL << 44)
+#define GSIM_IOVA_STRIDE BIT_ULL(44)
 /* Freed page tables remembered to tell a late put from a double put. */
 #define GSIM_MAX_TOMBSTONES 1024
 /* A 1.2 table is 32 bytes: what follows is not the client's to read. */
@@ -85,9 +85,11 @@ MODULE_PARM_DESC(persistent_api, "Persistent API supported (0: -ENOTSUPP, as on 
 enum gsim_bad_data {
 	BAD_NONE, BAD_PT_VERSION, BAD_PAGE_SIZE, BAD_DMA_VERSION, BAD_ENTRIES,
 };
+
 static const char *const gsim_bad_data_names[] = {
 	"none", "pt_version", "page_size", "dma_version", "entries",
 };
+
 static int bad_data = BAD_NONE;
 static struct sim_enum_param bad_data_param = {
 	gsim_bad_data_names, ARRAY_SIZE(gsim_bad_data_names), &bad_data
@@ -115,6 +117,7 @@ enum gsim_fn {
 	FN_FREE_PAGE_TABLE, FN_DMA_MAP_PAGES, FN_DMA_UNMAP_PAGES, FN_FREE_DMA_MAPPING,
 	FN_COUNT
 };
+
 static const char *const gsim_fn_names[FN_COUNT] = {
 	"get_pages", "get_pages_persistent", "put_pages", "put_pages_persistent",
 	"free_page_table", "dma_map_pages", "dma_unmap_pages", "free_dma_mapping",
@@ -125,6 +128,7 @@ enum gsim_violation {
 	V_USE_AFTER_FREE, V_BAD_PEER, V_BAD_PAGE_SIZE, V_WRONG_PUT, V_HELD_AT_UNLOAD,
 	V_COUNT
 };
+
 static const char *const gsim_violation_names[V_COUNT] = {
 	"in_callback", "double_put", "unknown_table", "unknown_mapping",
 	"use_after_free", "bad_peer", "bad_page_size", "wrong_put", "held_at_unload",
@@ -148,6 +152,7 @@ enum gsim_pin_state {
 	PIN_REVOKED,		/* the callback ran; the table is freed */
 	PIN_PUT,		/* put by the client; the table is freed */
 };
+
 static const char *const gsim_pin_state_names[] = { "active", "in_callback", "revoked", "put" };
 
 /* A page table handed to a client, and what the simulator keeps with it. */
@@ -193,7 +198,7 @@ struct gsim_injection {
 };
 
 static struct {
-	struct mutex lock;
+	struct mutex lock;		/* all of the state below but counters */
 	struct list_head buffers;	/* allocated, in VA order */
 	struct list_head zombies;	/* freed, held by persistent pins */
 	struct list_head pins;		/* live pins, in pinning order */
@@ -712,7 +717,8 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 	}
 	pin = gsim_lookup(pt);
 	if (!pin) {
-		gsim_violation(V_UNKNOWN_TABLE, "nvidia_p2p_dma_map_pages of an unknown page table");
+		gsim_violation(V_UNKNOWN_TABLE,
+			       "nvidia_p2p_dma_map_pages of an unknown page table");
 		return -EINVAL;
 	}
 	if (pin->state == PIN_REVOKED || pin->state == PIN_PUT) {
@@ -774,7 +780,8 @@ static int gsim_dma_unmap(struct pci_dev *peer, struct nvidia_p2p_page_table *pt
 	struct gsim_mapping *m;
 
 	if (!pin) {
-		gsim_violation(V_UNKNOWN_TABLE, "nvidia_p2p_dma_unmap_pages of an unknown page table");
+		gsim_violation(V_UNKNOWN_TABLE,
+			       "nvidia_p2p_dma_unmap_pages of an unknown page table");
 		return -EINVAL;
 	}
 	if (pin->state == PIN_REVOKED)
@@ -928,8 +935,8 @@ static int gsim_cmd_inject(int argc, char **argv, struct sim_reply *r)
 		return 0;
 	}
 	fn = match_string(gsim_fn_names, FN_COUNT, argv[1]);
-	if (fn < 0) {
-		sim_reply(r, "error: unknown function '%s'\n", argv[1]);
+	if (fn < 0 || fn == FN_FREE_PAGE_TABLE || fn == FN_FREE_DMA_MAPPING) {
+		sim_reply(r, "error: no failure to inject into '%s'\n", argv[1]);
 		return -EINVAL;
 	}
 	if (argc == 3 && !strcmp(argv[2], "off"))
@@ -937,7 +944,8 @@ static int gsim_cmd_inject(int argc, char **argv, struct sim_reply *r)
 	if (argc < 4 || sim_parse_u64(argv[2], &nth) || !nth || kstrtoint(argv[3], 0, &err) ||
 	    !err || err < -MAX_ERRNO || err > MAX_ERRNO ||
 	    (argc > 4 && sim_parse_u64(argv[4], &times))) {
-		sim_reply(r, "error: usage: inject FUNC NTH ERRNO [TIMES] | inject FUNC off | inject off\n");
+		sim_reply(r, "error: usage: inject FUNC NTH ERRNO [TIMES] | %s\n",
+			  "inject FUNC off | inject off");
 		return -EINVAL;
 	}
 	inj.skip = nth - 1;
@@ -970,6 +978,7 @@ static const struct sim_cmd gsim_cmds[] = {
 	{ "inject", 1, gsim_cmd_inject },
 	{ "reset", 0, gsim_cmd_reset },
 };
+
 SIM_CTL_FOPS(gsim_ctl, gsim_cmds);
 
 /* ---- debugfs: read-only views ----------------------------------------- */

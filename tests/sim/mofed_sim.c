@@ -78,6 +78,7 @@ enum msim_violation {
 	V_AFTER_RELEASE, V_BAD_HANDLE, V_NO_INVALIDATION, V_UNMAP_RETURN,
 	V_CALL_COUNT, V_COUNT
 };
+
 static const char *const msim_violation_names[V_COUNT] = {
 	"sg_align", "sg_coverage", "nmap", "page_size", "map_failure",
 	"after_release", "bad_handle", "no_invalidation", "unmap_return",
@@ -150,10 +151,12 @@ struct msim_mr {
 	/* direct mode */
 	struct nvidia_p2p_page_table *pt;
 	struct nvidia_p2p_dma_mapping *dm;
+	u32 pt_version;			/* as the table said at registration */
+	u32 pt_flags;			/* 0 unless the table is 2.0 or later */
 };
 
 static struct {
-	struct mutex peer_mutex;
+	struct mutex peer_mutex;	/* the client list, the ownership search */
 	struct list_head clients;	/* registration order */
 	spinlock_t lock;
 	struct list_head all_clients;
@@ -180,7 +183,7 @@ static bool msim_legacy(void)
 
 /* nvidia_p2p_* of nvidia.ko, resolved while direct MRs need them. */
 static struct {
-	struct mutex lock;
+	struct mutex lock;		/* users and the symbols */
 	unsigned int users;
 	typeof(&nvidia_p2p_get_pages) get_pages;
 	typeof(&nvidia_p2p_get_pages_persistent) get_pages_persistent;
@@ -533,25 +536,31 @@ static int msim_client_dma_map(struct msim_mr *mr, struct sim_reply *r)
 {
 	const struct peer_memory_client *ops = mr->client->ops;
 	struct sg_table *sgt = &mr->sgt;
-	int nmap = 0, ret;
+	int ret;
 
-	ret = ops->dma_map(sgt, mr->client_ctx, mr->dma_device, 0, &nmap);
-	if (ret) {
-		if (sgt->sgl && (!sgt->orig_nents || sgt->nents > sgt->orig_nents))
-			msim_violation(V_MAP_FAILURE,
-				       "%s: dma_map failed (%d) and left an invalid sg table (nents %u, orig_nents %u)",
-				       mr->client->name, ret, sgt->nents, sgt->orig_nents);
-		sim_reply(r, "error: dma_map failed: %d\n", ret);
-		return ret;
-	}
-	if (!sgt->sgl || nmap <= 0 || nmap != sgt->nents || nmap > sgt->orig_nents) {
-		msim_violation(V_NMAP, "%s: dma_map returned nmap %d for a table of %u/%u entries",
-			       mr->client->name, nmap, sgt->nents, sgt->orig_nents);
-		sim_reply(r, "error: dma_map returned nmap %d, nents %u\n", nmap, sgt->nents);
-		return -EPROTO;
-	}
-	mr->nmap = nmap;
-	return 0;
+	ret = ops->dma_map(sgt, mr->client_ctx, mr->dma_device, 0, &mr->nmap);
+	if (!ret)
+		return 0;
+	if (sgt->sgl && (!sgt->orig_nents || sgt->nents > sgt->orig_nents))
+		msim_violation(V_MAP_FAILURE,
+			       "%s: dma_map failed (%d) and left an invalid sg table (nents %u, orig_nents %u)",
+			       mr->client->name, ret, sgt->nents, sgt->orig_nents);
+	sim_reply(r, "error: dma_map failed: %d\n", ret);
+	return ret;
+}
+
+/* The table a successful dma_map returned, and its entry count. */
+static int msim_check_nmap(struct msim_mr *mr, struct sim_reply *r)
+{
+	const struct sg_table *sgt = &mr->sgt;
+	int nmap = mr->nmap;
+
+	if (sgt->sgl && nmap > 0 && nmap == sgt->nents && nmap <= sgt->orig_nents)
+		return 0;
+	msim_violation(V_NMAP, "%s: dma_map returned nmap %d for a table of %u/%u entries",
+		       mr->client->name, nmap, sgt->nents, sgt->orig_nents);
+	sim_reply(r, "error: dma_map returned nmap %d, nents %u\n", nmap, sgt->nents);
+	return -EPROTO;
 }
 
 /* Checks the client's SG list against the range and its page size. */
@@ -575,7 +584,8 @@ static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
 	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
 		if (!sg_dma_len(sg) || !PAGE_ALIGNED(sg_dma_address(sg)) ||
 		    !PAGE_ALIGNED(sg_dma_len(sg))) {
-			msim_violation(V_SG_ALIGN, "%s: SGE %d (%#llx + %#x) is not PAGE_SIZE aligned",
+			msim_violation(V_SG_ALIGN,
+				       "%s: SGE %d (%#llx + %#x) is not PAGE_SIZE aligned",
 				       mr->client->name, i, (u64)sg_dma_address(sg),
 				       sg_dma_len(sg));
 			sim_reply(r, "error: SGE %d is not page aligned\n", i);
@@ -584,14 +594,17 @@ static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
 		total += sg_dma_len(sg);
 	}
 	if (total != end - start) {
-		msim_violation(V_SG_COVERAGE, "%s: the SG list covers %llu bytes, the %lu-aligned range %llu",
+		msim_violation(V_SG_COVERAGE,
+			       "%s: the SG list covers %llu bytes, the %lu-aligned range %llu",
 			       mr->client->name, total, pgsz, end - start);
-		sim_reply(r, "error: the SG list covers %llu bytes, not %llu\n", total, end - start);
+		sim_reply(r, "error: the SG list covers %llu bytes, not %llu\n",
+			  total, end - start);
 		return -EPROTO;
 	}
 	/* gpu_sim's DMA address of a 64 KiB page is 64 KiB aligned. */
 	if (!IS_ALIGNED(sg_dma_address(mr->sgt.sgl), pgsz)) {
-		msim_violation(V_SG_COVERAGE, "%s: the first SGE (%#llx) does not start at a %lu-aligned page",
+		msim_violation(V_SG_COVERAGE,
+			       "%s: the first SGE (%#llx) does not start at a %lu-aligned page",
 			       mr->client->name, (u64)sg_dma_address(mr->sgt.sgl), pgsz);
 		sim_reply(r, "error: the first SGE is not page-size aligned\n");
 		return -EPROTO;
@@ -694,7 +707,9 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		mr->put_calls++;
 		goto out_release;
 	}
-	ret = msim_check_sg(mr, r);
+	ret = msim_check_nmap(mr, r);
+	if (!ret)
+		ret = msim_check_sg(mr, r);
 	if (!ret)
 		ret = msim_trim(mr, r);
 	if (!ret)
@@ -765,6 +780,13 @@ static void msim_dereg_client(struct msim_mr *mr)
 
 /* ---- Invalidation (the function handed to clients) --------------------- */
 
+static void msim_late_invalidation(struct msim_client *c, u64 core_context)
+{
+	msim_violation(V_AFTER_RELEASE,
+		       "%s: invalidation of core_context %llu after its release",
+		       c->name, core_context);
+}
+
 /* An invalidation for a core context nobody has: late, or just unknown. */
 static void msim_unknown_context(struct msim_client *c, u64 core_context)
 {
@@ -776,8 +798,7 @@ static void msim_unknown_context(struct msim_client *c, u64 core_context)
 		released |= c->released[i] == core_context;
 	spin_unlock(&msim.lock);
 	if (released)
-		msim_violation(V_AFTER_RELEASE, "%s: invalidation of core_context %llu after its release",
-			       c->name, core_context);
+		msim_late_invalidation(c, core_context);
 	else
 		atomic_long_inc(&msim.invalidations_unknown);
 }
@@ -800,8 +821,7 @@ static void msim_invalidate_modern(struct msim_client *c, u64 core_context)
 	mutex_lock(&mr->mapping_lock);
 	atomic_inc(&mr->events);
 	if (mr->state == MR_RELEASED)
-		msim_violation(V_AFTER_RELEASE, "%s: invalidation of core_context %llu after its release",
-			       c->name, core_context);
+		msim_late_invalidation(c, core_context);
 	if (mr->state == MR_MAPPED) {
 		/* Here mlx5 revokes the mkey: the HCA stops all DMA. */
 		if (c->unmaps_on_invalidate) {
@@ -854,7 +874,8 @@ static int msim_invalidate(void *reg_handle, u64 core_context)
 	atomic_long_inc(&msim.invalidations);
 	atomic_long_inc(&c->invalidations);
 	if (core_context == (msim_legacy() ? 0 : PEER_NO_INVALIDATION_ID)) {
-		msim_violation(V_NO_INVALIDATION, "%s: invalidation of a umem registered without invalidation",
+		msim_violation(V_NO_INVALIDATION,
+			       "%s: invalidation of a umem registered without invalidation",
 			       c->name);
 		return 0;
 	}
@@ -922,6 +943,8 @@ static int msim_direct_check_table(struct msim_mr *mr, u64 len, struct sim_reply
 			  pt->entries, len);
 		return -EPROTO;
 	}
+	mr->pt_version = pt->version;
+	mr->pt_flags = major >= 2 ? pt->flags : 0;	/* a 1.2 table has none */
 	return 0;
 }
 
@@ -953,7 +976,8 @@ static int msim_direct_snapshot(struct msim_mr *mr)
 		mr->sges[i].addr = mr->dm->dma_addresses[i];
 		mr->sges[i].len = MSIM_GPU_PAGE_SIZE;
 	}
-	mr->nsges = mr->nmap = mr->dm->entries;
+	mr->nsges = mr->dm->entries;
+	mr->nmap = mr->dm->entries;
 	return 0;
 }
 
@@ -1252,6 +1276,8 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 		  mr->page_size, PAGE_SIZE, mr->sg_va);
 	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
 		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
+	if (mr->direct)
+		sim_reply(r, "pt_version %#x\npt_flags %#x\n", mr->pt_version, mr->pt_flags);
 	for (i = 0; i < mr->nsges; i++)
 		sim_reply(r, "sge %#llx %u\n", mr->sges[i].addr, mr->sges[i].len);
 	kref_put(&mr->ref, msim_mr_free);
@@ -1279,6 +1305,7 @@ static const struct sim_cmd msim_cmds[] = {
 	{ "show", 1, msim_cmd_show },
 	{ "reset", 0, msim_cmd_reset },
 };
+
 SIM_CTL_FOPS(msim_ctl, msim_cmds);
 
 /* ---- debugfs: read-only views -------------------------------------------- */

@@ -12,11 +12,15 @@
  * state. It is held across get_pages and dma_map_pages (the GPU never makes
  * those wait for a free callback) but never across put_pages or
  * dma_unmap_pages, which wait for a running free callback that itself takes
- * ctx->lock. The free callback holds a reference on the context, since a
- * legacy core releases it inside the invalidation.
+ * ctx->lock. That wait is what orders a deregistration racing a free
+ * callback: the table and mapping stay set until the callback has forwarded
+ * the invalidation, so put and unmap are called (and return 0) after it. The
+ * free callback holds a reference on the context, since a legacy core
+ * releases it inside the invalidation.
  */
 #define pr_fmt(fmt) "peer_test_client: " fmt
 
+#include <linux/delay.h>
 #include <linux/kref.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -61,6 +65,10 @@ static bool dup;
 module_param(dup, bool, 0444);
 MODULE_PARM_DESC(dup, "Also try to register a second client with the same name");
 
+static bool hold_module = true;
+module_param(hold_module, bool, 0444);
+MODULE_PARM_DESC(hold_module, "Hold a module reference per context (0: rmmod waits in unregister instead)");
+
 static bool claim = true;
 module_param(claim, bool, 0644);
 MODULE_PARM_DESC(claim, "acquire claims the range (0: says not mine)");
@@ -68,6 +76,10 @@ MODULE_PARM_DESC(claim, "acquire claims the range (0: says not mine)");
 static ulong tc_page_size = TC_GPU_PAGE_SIZE;
 module_param_named(page_size, tc_page_size, ulong, 0644);
 MODULE_PARM_DESC(page_size, "What get_page_size returns (default 65536)");
+
+static uint callback_delay_ms;
+module_param(callback_delay_ms, uint, 0644);
+MODULE_PARM_DESC(callback_delay_ms, "Sleep in the free callback before forwarding it (races)");
 
 static bool coalesce;
 module_param(coalesce, bool, 0644);
@@ -79,12 +91,14 @@ enum tc_bug {
 	TC_BUG_SG_SHORT, TC_BUG_SG_FIRST_OFFSET, TC_BUG_NMAP, TC_BUG_MAP_FAIL_DIRTY,
 	TC_BUG_INVAL_AFTER_RELEASE, TC_BUG_UNMAP_ERROR,
 };
+
 static const char *const tc_bug_names[] = {
 	"none", "put_in_callback", "unmap_in_callback", "double_put",
 	"unmap_unknown", "map_after_revoke", "leak_pins", "sg_misaligned",
 	"sg_short", "sg_first_offset", "nmap", "map_fail_dirty",
 	"inval_after_release", "unmap_error",
 };
+
 static int bug = TC_BUG_NONE;
 static struct sim_enum_param bug_param = { tc_bug_names, ARRAY_SIZE(tc_bug_names), &bug };
 module_param_cb(bug, &sim_enum_param_ops, &bug_param, 0644);
@@ -111,7 +125,7 @@ static struct tc_client tc_main, tc_nc, tc_dup;
 struct tc_ctx {
 	struct kref ref;		/* the core's until release, + free callback's */
 	struct tc_client *client;
-	struct mutex lock;
+	struct mutex lock;		/* the fields below */
 	u64 va;				/* 64 KiB aligned range */
 	u64 len;
 	u64 core_context;
@@ -129,6 +143,7 @@ static struct {
 	struct tc_client *client;
 	u64 core_context;
 } tc_stale;
+
 static DEFINE_SPINLOCK(tc_stale_lock);
 
 static void tc_ctx_free(struct kref *ref)
@@ -192,7 +207,8 @@ static int tc_acquire(struct tc_client *client, unsigned long addr, size_t size,
 		kfree(ctx);
 		return 0;
 	}
-	__module_get(THIS_MODULE);	/* until release */
+	if (hold_module)
+		__module_get(THIS_MODULE);	/* until release */
 	*client_context = ctx;
 	return 1;
 }
@@ -226,6 +242,8 @@ static void tc_free_callback(void *data)
 		nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt);
 	if (tc_has_bug(TC_BUG_UNMAP_IN_CALLBACK) && ctx->dm)
 		nvidia_p2p_dma_unmap_pages(ctx->peer, ctx->pt, ctx->dm);
+	if (READ_ONCE(callback_delay_ms))
+		msleep(READ_ONCE(callback_delay_ms));
 	client->invalidate(client->handle, ctx->core_context);
 
 	/* The GPU frees the table and mappings once this returns. */
@@ -380,8 +398,9 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	/* Called from our own free callback: the GPU unmaps after it returns. */
 	if (ctx->cb_task == current)
 		return 0;
+	/* After our callback has returned, the GPU has unmapped everything. */
 	mutex_lock(&ctx->lock);
-	dm = ctx->revoked ? NULL : ctx->dm;
+	dm = ctx->dm;
 	pt = ctx->pt;
 	ctx->dm = NULL;
 	mutex_unlock(&ctx->lock);
@@ -401,7 +420,7 @@ static void tc_put_pages(struct sg_table *sg_head, void *client_context)
 	if (ctx->cb_task == current)
 		return;
 	mutex_lock(&ctx->lock);
-	pt = ctx->revoked ? NULL : ctx->pt;
+	pt = ctx->pt;
 	ctx->pt = NULL;
 	mutex_unlock(&ctx->lock);
 	if (!pt || tc_has_bug(TC_BUG_LEAK_PINS))
@@ -435,7 +454,8 @@ static void tc_release(void *client_context)
 		spin_unlock(&tc_stale_lock);
 	}
 	kref_put(&ctx->ref, tc_ctx_free);
-	module_put(THIS_MODULE);
+	if (hold_module)
+		module_put(THIS_MODULE);
 }
 
 static void *tc_get_context_private_data(u64 peer_id)
@@ -539,4 +559,3 @@ module_exit(tc_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Test-only peer-memory client for the nvidia-peermem simulators");
-MODULE_SOFTDEP("pre: nvidia");

@@ -43,7 +43,8 @@ struct sim_reply {
 	size_t cap;
 };
 
-static inline __printf(2, 3) void sim_reply(struct sim_reply *r, const char *fmt, ...)
+static inline __printf(2, 3) void sim_reply(struct sim_reply *r,
+					    const char *fmt, ...)
 {
 	va_list args;
 	size_t need;
@@ -102,8 +103,8 @@ static inline int sim_ctl_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
-static inline ssize_t sim_ctl_read(struct file *file, char __user *ubuf, size_t len,
-			    loff_t *ppos)
+static inline ssize_t sim_ctl_read(struct file *file, char __user *ubuf,
+				   size_t len, loff_t *ppos)
 {
 	struct sim_ctl *ctl = file->private_data;
 	ssize_t ret;
@@ -139,9 +140,10 @@ static inline int sim_split(char *line, char **argv)
  * The write half of a ctl file: runs the command from @cmds named by the first
  * word. Each simulator wraps this in its own file_operations.write.
  */
-static inline ssize_t sim_ctl_write(struct file *file, const char __user *ubuf,
-			     size_t len, loff_t *ppos,
-			     const struct sim_cmd *cmds, size_t ncmds)
+static inline ssize_t sim_ctl_write(struct file *file,
+				    const char __user *ubuf, size_t len,
+				    loff_t *ppos, const struct sim_cmd *cmds,
+				    size_t ncmds)
 {
 	struct sim_ctl *ctl = file->private_data;
 	char line[SIM_CMD_MAX_LEN], *argv[SIM_CMD_MAX_ARGS];
@@ -223,7 +225,8 @@ struct sim_enum_param {
 	int *value;
 };
 
-static inline int sim_enum_param_set(const char *val, const struct kernel_param *kp)
+static inline int sim_enum_param_set(const char *val,
+				     const struct kernel_param *kp)
 {
 	const struct sim_enum_param *p = kp->arg;
 	char word[32];

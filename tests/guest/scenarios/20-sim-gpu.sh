@@ -1,6 +1,7 @@
 # The GPU simulator (tests/sim, loaded as nvidia): buffers in each layout,
 # its knobs and counters, driven through nvpm-tool.
 . /tests/lib.sh
+sim_unload
 G=/sys/kernel/debug/nvidia_sim
 
 expect_ok load modprobe nvidia
@@ -41,6 +42,8 @@ expect_eq default-layout contiguous "$(nvpm-tool gpu get default_layout 2>&1)"
 # Injections are listed until they fire or are cleared.
 expect_ok inject nvpm-tool gpu inject get_pages 3 ENOMEM 2
 expect_eq injections "get_pages 2 2 -12" "$(nvpm-tool gpu injections 2>&1)"
+expect_fail inject-no-op nvpm-tool gpu inject free_page_table 1 EIO
+expect_fail inject-unknown nvpm-tool gpu inject get_page 1 EIO
 expect_ok inject-off nvpm-tool gpu inject off
 expect_eq injections-off "" "$(nvpm-tool gpu injections 2>&1)"
 
