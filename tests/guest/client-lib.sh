@@ -48,6 +48,11 @@ reg_and_check() {
 # expect_nothing_held NAME: no pin, mapping or MR is alive and no simulator
 # saw a contract violation (GPU buffers may still be allocated).
 expect_nothing_held() {
+	# Revocable pages are unpinned from a work item: give it a moment.
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		[ "$(nvpm-tool gpu counter pins.live)" = 0 ] && break
+		sleep 0.2
+	done
 	eh=""
 	for c in pins.live pins.persistent mappings.live violations; do
 		v=$(nvpm-tool gpu counter $c 2>&1)

@@ -216,6 +216,7 @@ static struct {
 	atomic_long_t calls[FN_COUNT];
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
+	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
 	atomic_long_t violations[V_COUNT];
 	struct dentry *debugfs;
 } gsim;
@@ -859,6 +860,7 @@ found:
 		pin->cb_task = current;
 		list_add(&pin->cb_node, &gsim.in_callback);
 		mutex_unlock(&gsim.lock);
+		atomic_long_inc(&gsim.callbacks_started);
 		pin->free_callback(pin->data);
 		mutex_lock(&gsim.lock);
 		list_del(&pin->cb_node);
@@ -874,6 +876,22 @@ found:
 	mutex_unlock(&gsim.lock);
 	return fired;
 }
+
+/*
+ * Test hooks for mofed_peer_sim's free_at= option (not NVIDIA's API): a
+ * cudaFree from another thread at a chosen point of a registration.
+ */
+int nvidia_sim_free(u64 va)
+{
+	return gsim_free(va);
+}
+EXPORT_SYMBOL_GPL(nvidia_sim_free);
+
+long nvidia_sim_callbacks_started(void)
+{
+	return atomic_long_read(&gsim.callbacks_started);
+}
+EXPORT_SYMBOL_GPL(nvidia_sim_callbacks_started);
 
 /* ---- debugfs: ctl ----------------------------------------------------- */
 

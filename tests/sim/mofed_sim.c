@@ -37,6 +37,7 @@
 #define pr_fmt(fmt) "mofed_peer_sim: " fmt
 
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/kref.h>
 #include <linux/log2.h>
@@ -46,6 +47,7 @@
 #include <linux/seq_file.h>
 #include <linux/sizes.h>
 #include <linux/timekeeping.h>
+#include <linux/workqueue.h>
 #include <linux/xarray.h>
 
 #include "nv-p2p.h"
@@ -147,6 +149,7 @@ struct msim_mr {
 	struct msim_sge *sges;		/* copy of the SG list at activation */
 	unsigned int nsges;
 	atomic_t events;		/* invalidations received */
+	int free_at;			/* enum msim_free_at: a cudaFree to inject */
 	unsigned int unmap_calls, put_calls;
 	/* direct mode */
 	struct nvidia_p2p_page_table *pt;
@@ -418,6 +421,72 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 }
 EXPORT_SYMBOL(ib_unregister_peer_memory_client);
 
+/* ---- free_at=: a cudaFree racing a registration -------------------------- */
+
+/*
+ * "reg ... free_at=STAGE" frees the MR's GPU buffer from another thread just
+ * before the core calls STAGE on the client (put_pages: on deregistration,
+ * between dma_unmap and put_pages), and goes on once the GPU's free callback
+ * has started, as when an application's cudaFree races its ibv_reg_mr. The
+ * buffer is the one starting at the MR's first 64 KiB page. The hook waits
+ * for the callback to start, not to end: the callback may be waiting for
+ * mapping_lock, which the caller holds.
+ */
+enum msim_free_at { FREE_AT_NONE, FREE_AT_GET_PAGES, FREE_AT_DMA_MAP, FREE_AT_PUT_PAGES };
+static const char *const msim_free_at_names[] = { "none", "get_pages", "dma_map", "put_pages" };
+
+static struct workqueue_struct *msim_free_wq;
+
+struct msim_free_work {
+	struct work_struct work;
+	u64 va;
+	int (*free)(u64 va);
+};
+
+static void msim_free_work_fn(struct work_struct *work)
+{
+	struct msim_free_work *w = container_of(work, struct msim_free_work, work);
+
+	w->free(w->va);
+	symbol_put(nvidia_sim_free);
+	kfree(w);
+}
+
+static void msim_free_hook(struct msim_mr *mr, int stage)
+{
+	long (*started)(void) = NULL;
+	struct msim_free_work *w;
+	unsigned long deadline;
+	long before;
+
+	if (mr->free_at != stage)
+		return;
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (w) {
+		w->free = symbol_get(nvidia_sim_free);
+		started = symbol_get(nvidia_sim_callbacks_started);
+	}
+	if (!w || !w->free || !started) {
+		pr_err("free_at: the GPU simulator (nvidia) is not loaded\n");
+		if (w && w->free)
+			symbol_put(nvidia_sim_free);
+		if (started)
+			symbol_put(nvidia_sim_callbacks_started);
+		kfree(w);
+		return;
+	}
+	w->va = ALIGN_DOWN(mr->va, MSIM_GPU_PAGE_SIZE);
+	INIT_WORK(&w->work, msim_free_work_fn);
+	before = started();
+	queue_work(msim_free_wq, &w->work);
+	deadline = jiffies + 5 * HZ;
+	while (started() == before && time_before(jiffies, deadline))
+		msleep(1);
+	/* Let the client's callback get as far as it goes without us. */
+	msleep(20);
+	symbol_put(nvidia_sim_callbacks_started);
+}
+
 /* ---- MR lifecycle through a client --------------------------------------- */
 
 /* The ownership search: the first client whose acquire says "mine". */
@@ -513,6 +582,7 @@ static void msim_unmap_put(struct msim_mr *mr)
 		msim_violation(V_UNMAP_RETURN, "%s: dma_unmap returned %d (must be 0)",
 			       mr->client->name, ret);
 	mr->unmap_calls++;
+	msim_free_hook(mr, FREE_AT_PUT_PAGES);
 	ops->put_pages(&mr->sgt, mr->client_ctx);
 	mr->put_calls++;
 }
@@ -693,6 +763,7 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	ret = msim_assign_core_context(mr);
 	if (ret)
 		goto out_release;
+	msim_free_hook(mr, FREE_AT_GET_PAGES);
 	ret = ops->get_pages(mr->va, mr->size, 1, !mr->writable,
 			     msim_legacy() ? &mr->sgt : NULL, mr->client_ctx,
 			     mr->core_context);
@@ -700,6 +771,7 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out_release;
 	}
+	msim_free_hook(mr, FREE_AT_DMA_MAP);
 	ret = msim_client_dma_map(mr, r);
 	if (ret) {
 		/* MOFED's unwinding: put_pages without dma_unmap. */
@@ -818,10 +890,12 @@ static void msim_invalidate_modern(struct msim_client *c, u64 core_context)
 		msim_unknown_context(c, core_context);
 		return;
 	}
+	/*
+	 * Found before the core released the umem: a release that won the race
+	 * for mapping_lock is MOFED's normal case, not the client's fault.
+	 */
 	mutex_lock(&mr->mapping_lock);
 	atomic_inc(&mr->events);
-	if (mr->state == MR_RELEASED)
-		msim_late_invalidation(c, core_context);
 	if (mr->state == MR_MAPPED) {
 		/* Here mlx5 revokes the mkey: the HCA stops all DMA. */
 		if (c->unmaps_on_invalidate) {
@@ -1048,6 +1122,7 @@ struct msim_reg_args {
 	bool read_only;
 	bool nonpci;
 	bool persistent;
+	int free_at;		/* enum msim_free_at */
 };
 
 static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
@@ -1065,6 +1140,7 @@ static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
 	mr->inval = a->inval;
 	mr->writable = !a->read_only;
 	mr->persistent = a->persistent;
+	mr->free_at = a->free_at;
 	mr->dma_device = a->nonpci ? msim.nonpci_device : msim.pci_device;
 	return mr;
 }
@@ -1178,6 +1254,11 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 			a->persistent = true;
 		} else if (!strcmp(argv[i], "nonpci")) {
 			a->nonpci = true;
+		} else if (!direct && !strncmp(argv[i], "free_at=", 8) &&
+			   (a->free_at = match_string(msim_free_at_names,
+						     ARRAY_SIZE(msim_free_at_names),
+						     argv[i] + 8)) > 0) {
+			continue;
 		} else if (!strncmp(argv[i], "count=", 6) &&
 			   !sim_parse_u64(argv[i] + 6, &a->count) && a->count) {
 			continue;
@@ -1402,6 +1483,12 @@ static int __init msim_init(void)
 		pci_dev_put(to_pci_dev(msim.pci_device));
 		return PTR_ERR(msim.nonpci_device);
 	}
+	msim_free_wq = alloc_workqueue("mofed_sim_free", WQ_UNBOUND, 0);
+	if (!msim_free_wq) {
+		root_device_unregister(msim.nonpci_device);
+		pci_dev_put(to_pci_dev(msim.pci_device));
+		return -ENOMEM;
+	}
 	d = debugfs_create_dir("mofed_peer_sim", NULL);
 	msim.debugfs = d;
 	debugfs_create_file("ctl", 0600, d, NULL, &msim_ctl_fops);
@@ -1420,6 +1507,7 @@ static void __exit msim_exit(void)
 	unsigned long id;
 
 	debugfs_remove_recursive(msim.debugfs);
+	destroy_workqueue(msim_free_wq);
 	/*
 	 * Client MRs cannot outlive their client's unregistration (it waits for
 	 * them), and a client still registered now is gone without unregistering:

@@ -22,6 +22,10 @@
 #include <linux/sysfs.h>
 #include <linux/uaccess.h>
 
+/* gpu_sim's test hooks for mofed_peer_sim's free_at= (not NVIDIA's API). */
+int nvidia_sim_free(u64 va);
+long nvidia_sim_callbacks_started(void);
+
 #define SIM_CMD_MAX_LEN 256
 #define SIM_CMD_MAX_ARGS 10
 

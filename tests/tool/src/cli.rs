@@ -21,6 +21,7 @@ GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
 
 MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
   core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N]   prints the MR id
+           [--free-at get_pages|dma_map|put_pages]   cudaFree the buffer just before that call
   core direct VA SIZE [--persistent] [--nonpci] [--count N]  (no client)
                                         with --count: N timed reg/dereg cycles
   core dereg ID|all
@@ -126,7 +127,8 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
     } else {
         &["inval", "ro", "nonpci"]
     };
-    let a = Args::split(args, flags, &["count"])?;
+    let options: &[&str] = if direct { &["count"] } else { &["count", "free-at"] };
+    let a = Args::split(args, flags, options)?;
     a.expect(2, 2, "VA SIZE [options]")?;
     let va = parse_u64(&a.positional[0])?;
     let size = parse_size(&a.positional[1])?;
@@ -140,6 +142,9 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
             return Err(Usage("--count must be at least 1".into()));
         }
         cmd += &format!(" count={n}");
+    }
+    if let Some(stage) = a.options.get("free-at") {
+        cmd += &format!(" free_at={stage}");
     }
     Ok(cmd)
 }

@@ -1,0 +1,44 @@
+# A cudaFree racing a registration, at each point of its life, in every
+# MOFED generation: the invalidation is never dropped (the registration fails
+# or ends invalidated), nothing is touched after the driver revoked it (the
+# GPU simulator counts any use after free), and nothing stays pinned.
+. /tests/lib.sh
+. /tests/client-lib.sh
+
+for mode in modern mid legacy; do
+	t=$mode
+	peerdirect=0
+	[ $mode = legacy ] && peerdirect=1
+	load_stack $t "mode=$mode" "" "persistent_api_support=0 peerdirect_support=$peerdirect" || continue
+	for stage in get_pages dma_map put_pages; do
+		n="$t/free-before-$stage"
+		va=$(nvpm-tool gpu alloc 2M --layout fragmented)
+		cb0=$(nvpm-tool gpu counter callbacks)
+		if id=$(nvpm-tool core reg "$va" 2M --inval --free-at $stage 2>&1); then
+			if [ $stage = put_pages ]; then
+				expect_eq "$n/mapped-before-dereg" mapped "$(nvpm-tool core state "$id" 2>&1)"
+			else
+				# Registered before the callback got to the client: then it
+				# must have been invalidated, not left mapped on freed memory.
+				expect_eq "$n/invalidated" 1 "$(nvpm-tool core events "$id" 2>&1)"
+			fi
+			expect_ok "$n/dereg" nvpm-tool core dereg "$id"
+		else
+			if [ $stage = put_pages ]; then
+				fail "$n/reg" "$id"
+			else
+				expect_match "$n/reg-refused" "\\((EFAULT|EAGAIN)\\)" "$id"
+			fi
+		fi
+		expect_eq "$n/one-callback" $((cb0 + 1)) "$(nvpm-tool gpu counter callbacks)"
+		expect_nothing_held "$n/nothing-held"
+	done
+	# The registration the core holds when the free comes is invalidated.
+	va=$(nvpm-tool gpu alloc 1M)
+	id=$(nvpm-tool core reg "$va" 1M --inval)
+	expect_eq "$t/mapped/free" 1 "$(nvpm-tool gpu free "$va" 2>&1)"
+	expect_eq "$t/mapped/invalidated" 1 "$(nvpm-tool core events "$id" 2>&1)"
+	expect_ok "$t/mapped/dereg" nvpm-tool core dereg "$id"
+	expect_nothing_held "$t/mapped/nothing-held"
+	unload_stack $t
+done
