@@ -4,7 +4,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(cargo test --workspace --color never 2>&1)
 rc=$?
-printf '%s\n' "$out" | grep -E '^test .* FAILED|error|panicked' || true
+printf '%s\n' "$out" | grep -E '^test .* FAILED$|^error|panicked' || true
 read -r pass fail < <(printf '%s\n' "$out" | awk '/^test result:/ {
 	for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i }
 } END { print p + 0, f + 0 }')
