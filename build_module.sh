@@ -45,7 +45,10 @@ export SOURCE_DATE_EPOCH
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/build_module.XXXXXX")
+# A fixed work path: rpmbuild records it in the source rpm's header.
+tmp=${TMPDIR:-/tmp}/build_module-$name-$version
+rm -rf "$tmp"
+mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # The files of the source package: what git tracks (or, outside git, the
@@ -76,7 +79,7 @@ rpm)
 	mkdir -p "$tmp/topdir"
 	rpmbuild -ts --nodeps --quiet \
 		--define "_topdir $tmp/topdir" --define 'dist %{nil}' \
-		--define '_buildhost reproducible' --define 'use_source_date_epoch_as_buildtime 1' \
+		--define '_buildhost reproducible' --define 'KVERSION any' --define 'use_source_date_epoch_as_buildtime 1' \
 		--define 'build_mtime_policy clamp_to_source_date_epoch' \
 		"$tarball" >/dev/null
 	srpm=$(find "$tmp/topdir/SRPMS" -name '*.src.rpm' | head -n1)

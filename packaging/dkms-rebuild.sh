@@ -12,7 +12,9 @@
 #   dkms-rebuild --force    rebuild for every kernel
 #   dkms-rebuild --record   remember the current inputs, build nothing
 #
-# Never fails: a failed rebuild is reported and the previous module stays.
+# Never fails: the new build is tried in a scratch DKMS tree first; when it
+# fails, that is reported (log in /var/lib/nvidia-peer-memory) and the
+# installed module and DKMS's state stay as they were.
 NAME=nvidia-peer-memory
 STATE=${NVPM_STATE:-/var/lib/nvidia-peer-memory/inputs}
 PATH=$PATH:/usr/sbin:/sbin
@@ -48,13 +50,29 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 			# No record: DKMS built it with what is there now (a new kernel).
 			[ -n "$was" ] || { echo "$now" >"$STATE/$kernel"; continue; }
 			[ "$now" != "$was" ] || continue
+			# Failed with exactly these inputs already: wait for them to change.
+			[ "$now" != "$(cat "$STATE/$kernel.failed" 2>/dev/null)" ] || continue
 			;;
 		esac
 		say "rebuilding $NAME $ver for $kernel (the GPU driver or RDMA stack changed)"
-		if dkms build -m "$NAME" -v "$ver" -k "$kernel" --force && dkms install -m "$NAME" -v "$ver" -k "$kernel" --force; then
-			echo "$now" >"$STATE/$kernel"
+		# `dkms build --force` drops the old build before it knows the new one
+		# works, so try it in a scratch tree first.
+		trial=$(mktemp -d "${TMPDIR:-/tmp}/nvpm-rebuild.XXXXXX")
+		if dkms add -m "$NAME" -v "$ver" --dkmstree "$trial" --sourcetree /usr/src >/dev/null 2>&1 &&
+			dkms build -m "$NAME" -v "$ver" -k "$kernel" --dkmstree "$trial" --sourcetree /usr/src >"$trial.out" 2>&1; then
+			if dkms build -m "$NAME" -v "$ver" -k "$kernel" --force && dkms install -m "$NAME" -v "$ver" -k "$kernel" --force; then
+				echo "$now" >"$STATE/$kernel"
+				rm -f "$STATE/$kernel.failed"
+			else
+				say "warning: the rebuild for $kernel failed after a good trial build; see dkms status" >&2
+			fi
 		else
-			say "warning: the rebuild for $kernel failed; the previous module stays (see /var/lib/dkms/$NAME/$ver/build/make.log)" >&2
+			log=${STATE%/*}/rebuild-$kernel.log
+			cat "$trial.out" "$trial/$NAME/$ver/build/make.log" >"$log" 2>/dev/null
+			echo "$now" >"$STATE/$kernel.failed"
+			say "warning: nvidia_peermem does not build for $kernel with the new GPU driver or RDMA stack;" \
+				"the installed module stays as it was (log: $log)" >&2
 		fi
+		rm -rf "$trial" "$trial.out"
 	done
 exit 0

@@ -19,6 +19,7 @@
 #   rust-headers.sh --check KREL [HEADERS_DIR]   exit 0 if Rust-capable already
 #   rust-headers.sh --remove KREL                undo what it copied
 #   rust-headers.sh --remove-all
+#   rust-headers.sh --gc                         undo it where the headers are gone
 # DKMS runs it as PRE_BUILD. Nothing to do (exit 0) when the headers are
 # already Rust-capable, e.g. a full kernel build tree.
 #
@@ -48,14 +49,25 @@ rust_ready() { # $1 = headers dir
 
 config_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$2"; }
 
+# The manifest lists the real paths of the copied files (scripts/ of Debian's
+# headers is a symlink into linux-kbuild-*). Removing them also removes the
+# directories they leave empty, up to two levels: after the headers package
+# went away, only our files kept its directories. Files another kernel's
+# overlay lists too (target.json, in the kbuild scripts/ that a kernel's
+# flavours share) stay.
+# shellcheck disable=SC2094 # $list is read, never written, in the loop
 remove_overlay() { # $1 = KREL
 	list=$CACHE/$1/installed
 	[ -f "$list" ] || return 0
 	while IFS= read -r f; do
-		[ -n "$f" ] && rm -f "$f"
+		case $f in "#"* | "") continue ;; esac
+		for other in "$CACHE"/*/installed; do
+			[ "$other" != "$list" ] && [ -f "$other" ] && grep -qxF "$f" "$other" && continue 2
+		done
+		rm -f "$f"
+		d=$(dirname "$f")
+		{ rmdir "$d" && rmdir "$(dirname "$d")"; } 2>/dev/null || :
 	done <"$list"
-	hdr=$(sed -n 's/^# headers: //p' "$list")
-	[ -z "$hdr" ] || rmdir "$hdr/rust" 2>/dev/null || :
 	rm -f "$list"
 	say "removed the Rust overlay of $1"
 }
@@ -69,6 +81,14 @@ case ${1:-} in
 --remove-all)
 	for d in "$CACHE"/*/; do
 		[ -d "$d" ] && remove_overlay "$(basename "$d")"
+	done
+	exit 0
+	;;
+--gc)
+	for list in "$CACHE"/*/installed; do
+		[ -f "$list" ] || continue
+		hdr=$(sed -n 's/^# headers: //p' "$list")
+		[ -f "$hdr/.config" ] || remove_overlay "$(basename "$(dirname "$list")")"
 	done
 	exit 0
 	;;
@@ -120,7 +140,7 @@ sysroot=$(rustc --print sysroot 2>/dev/null) || sysroot=/nonexistent
 
 # --- linux-source of the same version ---------------------------------------
 # Debian: the headers' package version must equal linux-source-X.Y's.
-hdr_pkg= hdr_ver= src_pkg= src_ver=
+hdr_pkg='' hdr_ver='' src_pkg='' src_ver=''
 if command -v dpkg-query >/dev/null 2>&1; then
 	hdr_pkg=$(dpkg-query -S "$HDR/.config" 2>/dev/null | sed -n '1s/:.*//p') || :
 	[ -z "$hdr_pkg" ] || hdr_ver=$(dpkg-query -W -f '${Version}' "$hdr_pkg" 2>/dev/null) || :
@@ -217,8 +237,7 @@ printf '# headers: %s\n# key: %s\n' "$HDR" "$key" >"$list.tmp"
 while IFS= read -r f; do
 	mkdir -p "$HDR/$(dirname "$f")"
 	cp "$store/$f" "$HDR/$f"
-	# the path as written (scripts/ is a symlink into linux-kbuild on Debian)
-	echo "$HDR/$f" >>"$list.tmp"
+	echo "$(cd "$(dirname "$HDR/$f")" && pwd -P)/$(basename "$f")" >>"$list.tmp"
 done <"$store/.files"
 mv "$list.tmp" "$list"
 say "$HDR is Rust-capable ($(wc -l <"$store/.files") files from $store)"

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Provisions the packaging test root: a Debian trixie root with the tools the
 # packaging suite runs (dpkg-buildpackage, dh-dkms, lintian, rpmbuild, rpmlint,
-# shellcheck, systemd-analyze), DKMS, the Rust toolchain that Debian's 7.3
+# and the shell and unit checkers), DKMS, the Rust toolchain that Debian's 7.3
 # kernel names, and Debian's *stock* headers for that kernel. linux-source and
 # a second kernel's headers are downloaded into apt's cache only: the tests
 # install them (a missing linux-source must be reported first).
 # Cached outside the repo as $NVPM_CACHE/pkgroot-<key>, key = what produced it.
 # Prints the root's path on stdout. Needs kernel.env (run `make` first).
+# shellcheck source-path=SCRIPTDIR/../..
+# shellcheck disable=SC2153 # KREL, KPKGVER come from kernel.env
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/lib.sh

@@ -9,8 +9,10 @@
 # Ends with "PACKAGING-SUMMARY N passed, N failed".
 # The per-kernel Rust overlays are cached in $NVPM_CACHE/rust-headers, keyed
 # like rust-headers.sh keys them; NVPM_PKGTEST_COLD=1 ignores that cache.
+# shellcheck source-path=SCRIPTDIR/../..
+# shellcheck disable=SC2317,SC2016 # functions run through check; scripts for the root in single quotes
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 REPO=$PWD
@@ -74,10 +76,24 @@ insh() {
 	shift
 	check "$n" inr sh -ec "cd /build; $1"
 }
-# long-running steps: output to a log, progress on the terminal.
+# Steps: output to a log. Long ones show DKMS's progress every 20 s.
 inlog() { # LOG SCRIPT
 	local log=$LOGS/$1.log
 	inr sh -ec "cd /build; $2" >"$log" 2>&1
+}
+inlog_progress() { # LOG SCRIPT
+	local rc ticker make_log="$ROOT/var/lib/dkms/nvidia-peer-memory/$V/build/make.log"
+	(
+		while sleep 20; do
+			printf '         ... %s\n' "$(grep -E '^rust-headers:|^  (RUSTC|LD|BINDGEN|MODPOST)' "$make_log" 2>/dev/null | tail -n1 | cut -c1-110)"
+		done
+	) &
+	ticker=$!
+	inlog "$@"
+	rc=$?
+	kill "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null
+	return $rc
 }
 
 # --- static checks --------------------------------------------------------------
@@ -143,7 +159,6 @@ if inlog lintian "cd deb && lintian -I --pedantic --fail-on error,warning,info,p
 step "RPMs from the source rpm (rpmbuild --rebuild --without kmod)"
 if inlog rpmbuild-rebuild "rpmbuild --rebuild --nodeps --without kmod --define '_topdir /build/rpmtop' --define 'dist %{nil}' $SRPM"; then
 	ok rpmbuild-rebuild; else bad rpmbuild-rebuild "see $LOGS/rpmbuild-rebuild.log"; fi
-RPM_MAIN=rpmtop/RPMS/noarch/nvidia_peer_memory-$V-1.noarch.rpm
 RPM_DKMS=rpmtop/RPMS/noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm
 insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm >/tmp/m; rpm -qpl $RPM_DKMS >/tmp/d
 	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf; do
@@ -168,6 +183,9 @@ insh rust-headers-no-rust-kernel "mkdir -p /tmp/norust && echo 'CONFIG_MODULES=y
 step "installing linux-source-7.3 from the root's apt cache"
 inlog linux-source "apt-get install -y --no-download --no-install-recommends linux-source-7.3=$KPKGVER" ||
 	bad linux-source "see $LOGS/linux-source.log"
+# The root has headers, not kernel images: give the kernel the module index
+# its linux-modules package would have (DKMS runs depmod only where one exists).
+inr depmod -a "$KREL"
 snapshot >"$RUN/before.lst"
 
 # --- DKMS: the real Rust module against Debian's stock headers --------------------------------
@@ -190,10 +208,10 @@ save_overlays() {
 }
 step "dpkg -i of both packages: DKMS builds nvidia_peermem for $KREL (the Rust overlay once per kernel: 2-4 minutes cold)"
 (cd "$ROOT/build/deb" && cp "$DEB_MAIN" "$DEB_DKMS" ../)
-if inlog dpkg-install "dpkg -i $DEB_DKMS $DEB_MAIN"; then ok dpkg-install; else
+if inlog_progress dpkg-install "dpkg -i $DEB_DKMS $DEB_MAIN"; then ok dpkg-install; else
 	bad dpkg-install "$(tail -n 15 "$LOGS/dpkg-install.log"; tail -n 30 "$ROOT"/var/lib/dkms/nvidia-peer-memory/"$V"/build/make.log 2>/dev/null)"; fi
 save_overlays
-cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/build/make.log" "$LOGS/dkms-make-$KREL.log" 2>/dev/null
+cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$KREL/x86_64/log/make.log" "$LOGS/dkms-make-$KREL.log" 2>/dev/null
 grep -E 'rust-headers: .*(built in|Rust-capable)' "$LOGS/dkms-make-$KREL.log" | sed 's/^/    /'
 insh dkms-installed "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed'"
 KO=/lib/modules/$KREL/updates/dkms/nvidia_peermem.ko
@@ -260,7 +278,7 @@ inr sh -c 'rm -rf /sys/module'
 
 # --- a new kernel --------------------------------------------------------------------------------
 step "new kernel: apt-get install linux-headers-$KREL2 -> DKMS builds for it (its Rust overlay: 2-4 minutes cold)"
-if inlog kernel-upgrade "apt-get install -y --no-download --no-install-recommends linux-headers-$KREL2=$KPKGVER"; then
+if inlog_progress kernel-upgrade "apt-get install -y --no-download --no-install-recommends linux-headers-$KREL2=$KPKGVER"; then
 	ok kernel-upgrade-install; else bad kernel-upgrade-install "see $LOGS/kernel-upgrade.log"; fi
 save_overlays
 insh kernel-upgrade-built "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $KREL2, x86_64: installed' &&
@@ -268,8 +286,10 @@ insh kernel-upgrade-built "dkms status -m nvidia-peer-memory | tee /dev/stderr |
 insh kernel-upgrade-first-kept "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed' &&
 	/usr/lib/nvidia-peer-memory/rust-headers --check $KREL"
 # Drop the second kernel again: the upgrades below rebuild one kernel, not two.
-inlog kernel-remove "dkms remove nvidia-peer-memory/$V -k $KREL2 && apt-get purge -y linux-headers-$KREL2 && /etc/kernel/postrm.d/nvidia-peer-memory $KREL2" ||
-	bad kernel-remove "see $LOGS/kernel-remove.log"
+# Its headers' removal fires the trigger, which takes the Rust overlay out.
+if inlog kernel-remove "dkms remove nvidia-peer-memory/$V -k $KREL2 && apt-get purge -y --autoremove linux-headers-$KREL2"; then
+	ok kernel-remove; else bad kernel-remove "see $LOGS/kernel-remove.log"; fi
+check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KREL2 && test ! -e /var/cache/nvidia-peer-memory/rust-headers/$KREL2/installed"
 
 # --- NVIDIA driver and OFED upgrades ---------------------------------------------------------------
 step "NVIDIA driver and OFED upgrades: fake packages, the dpkg trigger rebuilds"
@@ -279,23 +299,38 @@ fakepkg() { # NAME VERSION FILE-IN-PKG SOURCE-FILE
 		printf 'Package: $1\nVersion: $2\nArchitecture: all\nMaintainer: test <test@test.invalid>\nDescription: packaging test stand-in\n' >\$d/DEBIAN/control
 		dpkg-deb -b \$d /build/$1_$2_all.deb >/dev/null"
 }
-kosum() { inr sh -c "sha256sum /lib/modules/$KREL/updates/dkms/nvidia_peermem.ko* | cut -c1-64"; }
-makelog() { inr cat "/var/lib/dkms/nvidia-peer-memory/$V/build/make.log"; }
+# The installed module's inode and time: a reinstall changes them (the bytes
+# may well be identical: the build is reproducible).
+kosum() { inr sh -c "stat -c '%i %.9Y' /lib/modules/$KREL/updates/dkms/nvidia_peermem.ko*"; }
+makelog() { # NAME: copy DKMS's make.log to the logs, print its path
+	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$KREL/x86_64/log/make.log" >"$LOGS/dkms-make-$1.log" 2>&1
+	echo "$LOGS/dkms-make-$1.log"
+}
 fakepkg fake-nvidia-kernel-source 580.1 /usr/src/nvidia-580.1/nvidia/nv-p2p.h /build/src/src/ffi/nv-p2p.h
 fakepkg fake-nvidia-kernel-source 580.2 /usr/src/nvidia-580.2/nvidia/nv-p2p.h /build/src/src/ffi/nv-p2p.h
 fakepkg fake-mlnx-ofed-kernel 24.10 /usr/src/ofa_kernel/default/include/rdma/peer_mem.h /build/src/src/ffi/peer_mem.h
 sum0=$(kosum)
-inlog driver-install "dpkg -i fake-nvidia-kernel-source_580.1_all.deb" || bad driver-install "see $LOGS/driver-install.log"
+inlog_progress driver-install "dpkg -i fake-nvidia-kernel-source_580.1_all.deb" || bad driver-install "see $LOGS/driver-install.log"
 sum1=$(kosum)
-check driver-install-rebuilt sh -c "makelog | grep -q 'nv-p2p.h from /usr/src/nvidia-580.1/nvidia/nv-p2p.h' && test '$sum0' != '$sum1'" 
-inlog driver-upgrade "dpkg -i fake-nvidia-kernel-source_580.2_all.deb" || bad driver-upgrade "see $LOGS/driver-upgrade.log"
+check driver-install-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.1/nvidia/nv-p2p.h' '$(makelog driver-install)' && test '$sum0' != '$sum1'"
+inlog_progress driver-upgrade "dpkg -i fake-nvidia-kernel-source_580.2_all.deb" || bad driver-upgrade "see $LOGS/driver-upgrade.log"
 sum2=$(kosum)
-check driver-upgrade-rebuilt sh -c "makelog | grep -q 'nv-p2p.h from /usr/src/nvidia-580.2/nvidia/nv-p2p.h' && test '$sum1' != '$sum2'"
+check driver-upgrade-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.2/nvidia/nv-p2p.h' '$(makelog driver-upgrade)' && test '$sum1' != '$sum2'"
 check driver-upgrade-trigger-ran grep -q 'Processing triggers for nvidia-peer-memory-dkms' "$LOGS/driver-upgrade.log"
-inlog ofed-install "dpkg -i fake-mlnx-ofed-kernel_24.10_all.deb" || bad ofed-install "see $LOGS/ofed-install.log"
-check ofed-install-rebuilt sh -c "makelog | grep -q 'peer_mem.h from /usr/src/ofa_kernel/default/include/rdma/peer_mem.h'"
+inlog_progress ofed-install "dpkg -i fake-mlnx-ofed-kernel_24.10_all.deb" || bad ofed-install "see $LOGS/ofed-install.log"
+check ofed-install-rebuilt grep -q 'peer_mem.h from /usr/src/ofa_kernel/default/include/rdma/peer_mem.h' "$(makelog ofed-install)"
+# A driver whose header does not build: the install succeeds, the module
+# and DKMS's state stay as they were.
+inr sh -c 'echo "#error this GPU driver header does not build" >/tmp/broken-nv-p2p.h'
+fakepkg fake-nvidia-kernel-source 580.3 /usr/src/nvidia-580.3/nvidia/nv-p2p.h /tmp/broken-nv-p2p.h
+sum3=$(kosum)
+if inlog_progress driver-broken "dpkg -i fake-nvidia-kernel-source_580.3_all.deb"; then ok driver-broken-install-succeeds; else
+	bad driver-broken-install-succeeds "see $LOGS/driver-broken.log"; fi
+check driver-broken-module-kept sh -c "test '$sum3' = '$(kosum)' && grep -q 'installed module stays as it was' '$LOGS/driver-broken.log'"
+insh driver-broken-dkms-consistent "dkms status -m nvidia-peer-memory; dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed' &&
+	grep -q 'Error' /var/lib/nvidia-peer-memory/rebuild-$KREL.log || { tail -n 30 /var/lib/nvidia-peer-memory/rebuild-$KREL.log; exit 1; }"
 inlog unrelated-trigger "touch /tmp/x && dpkg-trigger --no-await /usr/src && dpkg --triggers-only -a" || :
-check unrelated-trigger-no-rebuild sh -c "test '$(kosum)' = \"\$(chroot '$ROOT' sh -c 'sha256sum /lib/modules/$KREL/updates/dkms/nvidia_peermem.ko* | cut -c1-64')\" && ! grep -q rebuilding '$LOGS/unrelated-trigger.log'"
+check unrelated-trigger-no-rebuild sh -c "grep -q 'Processing triggers for nvidia-peer-memory-dkms' '$LOGS/unrelated-trigger.log' && ! grep -q rebuilding '$LOGS/unrelated-trigger.log'"
 inr dpkg --purge fake-mlnx-ofed-kernel fake-nvidia-kernel-source >/dev/null 2>&1
 
 # --- the kmod RPM, built against the now Rust-capable stock headers -------------------------------------
@@ -307,7 +342,7 @@ insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod
 
 # --- purge ----------------------------------------------------------------------------------------
 step "dpkg --purge: nothing may stay behind"
-inlog purge "dpkg --purge nvidia-peer-memory nvidia-peer-memory-dkms" && ok purge || bad purge "see $LOGS/purge.log"
+if inlog purge "dpkg --purge nvidia-peer-memory nvidia-peer-memory-dkms"; then ok purge; else bad purge "see $LOGS/purge.log"; fi
 snapshot >"$RUN/after.lst"
 check purge-leaves-nothing sh -c "! LC_ALL=C comm -13 '$RUN/before.lst' '$RUN/after.lst' | grep -v -e '^/var/lib/dkms\$' -e '^/etc/modprobe.d\$' | grep ."
 insh purge-module-gone "! ls /lib/modules/*/updates/dkms/nvidia_peermem* 2>/dev/null && test ! -e /var/lib/dkms/nvidia-peer-memory &&

@@ -7,7 +7,8 @@
 # the default prerequisites (ib_core nvidia) are used; otherwise the test
 # first checks that start refuses for lack of nvidia, then sets
 # PREREQ_MODULES=ib_core in the settings file and says so.
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC2016
+# shellcheck source=/dev/null
 . /tests/lib.sh
 V=$(cat /tests/expected-version)
 P=/tests/pkgroot
