@@ -219,6 +219,10 @@ if [ ! -f "$store/.complete" ]; then
 	touch "$tmp/.complete"
 	rm -rf "$store"
 	mv "$tmp" "$store"
+	# Overlays of this kernel built for an older upload or toolchain.
+	for old in "$CACHE/$KREL"/*/; do
+		[ "${old%/}" = "$store" ] || rm -rf "$old"
+	done
 	rm -rf "$work"
 	trap - EXIT INT TERM
 	say "overlay for $KREL built in $(($(date +%s) - t0)) s, cached in $store"
