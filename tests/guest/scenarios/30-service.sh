@@ -19,6 +19,7 @@ if [ ! -x $P/etc/init.d/nv_peer_mem ] || [ ! -x /usr/sbin/service ]; then
 	exit 0
 fi
 loaded ib_core && had_ib_core=1 || had_ib_core=
+loaded nvidia && had_nvidia=1 || had_nvidia=
 cp -a $P/. /
 pass installed
 # Debian's /bin/sh is dash; busybox sh would run its own modprobe applet
@@ -88,6 +89,7 @@ expect_ok rmmod-after-modprobe $K/rmmod nvidia_peermem
 rm -f /etc/modprobe.d/nvidia.conf
 rm -f /etc/init.d/nv_peer_mem /etc/modules-load.d/nvidia-peermem.conf /usr/lib/modprobe.d/00-nvidia-peer-memory.conf
 rm -rf /etc/infiniband /usr/lib/nvidia-peer-memory /usr/lib/systemd/system/nv_peer_mem.service
+[ -n "$had_nvidia" ] || ! loaded nvidia || $K/rmmod nvidia 2>/dev/null
 [ -n "$had_ib_core" ] || $K/rmmod ib_core 2>/dev/null
 ln -sf /bin/busybox /usr/bin/sh
 exit 0
