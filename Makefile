@@ -28,7 +28,8 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	PEER_MEM_INC=$(if $(PEER_MEM_H),$(dir $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module sims tool provision check check-host check-guest lint fmt clean
+.PHONY: all module sims tool provision check check-host check-guest lint fmt clean \
+	install install-dkms install-utils check-packaging
 
 all: module
 
@@ -54,6 +55,9 @@ fmt: provision
 	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
 else
 module: build/abi.symvers
+	@test -f $(KDIR)/scripts/target.json || { echo "$(KDIR) cannot build Rust modules (no scripts/target.json);" \
+		"for a distribution kernel's headers run: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; exit 1; }
+	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) modules
 
 build/abi.symvers: scripts/abi-symvers.sh src/ffi/nv-p2p.h src/ffi/peer_mem.h
@@ -85,3 +89,40 @@ clean:
 		$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) clean; \
 	else scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" clean'; fi
 	rm -rf target
+
+# --- installation (packaging/, README.md "Install") -------------------------
+# install: the built module; install-dkms: the DKMS source tree and its
+# helpers; install-utils: the service, its settings and the modprobe rules.
+VERSION_NUM := $(shell cat VERSION)
+DKMS_NAME := nvidia-peer-memory
+MODULE_DESTDIR ?= /lib/modules/$(KREL)/extra
+LIBDIR_NVPM ?= /usr/lib/nvidia-peer-memory
+SYSTEMD_UNIT_DIR ?= /usr/lib/systemd/system
+MODPROBE_D_DIR ?= /usr/lib/modprobe.d
+DKMS_SOURCES = Makefile Kbuild VERSION dkms.conf scripts/abi-symvers.sh scripts/rust-headers.sh \
+	$(shell find src -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' -o -name Cargo.toml \) \
+		! -name abi_bindings.rs | LC_ALL=C sort)
+
+install:
+	@test -f nvidia_peermem.ko || { echo "build the module first (make KDIR=...)" >&2; exit 1; }
+	install -D -m 0644 nvidia_peermem.ko $(DESTDIR)$(MODULE_DESTDIR)/nvidia_peermem.ko
+	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KREL); fi
+
+install-dkms:
+	@set -e; for f in $(DKMS_SOURCES); do \
+		install -D -m 0644 $$f $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/$$f; done
+	chmod 0755 $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/scripts/*.sh
+	install -D -m 0755 scripts/rust-headers.sh $(DESTDIR)$(LIBDIR_NVPM)/rust-headers
+	install -D -m 0755 packaging/dkms-rebuild.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-rebuild
+	install -D -m 0755 packaging/kernel-postrm.sh $(DESTDIR)/etc/kernel/postrm.d/nvidia-peer-memory
+
+install-utils:
+	install -D -m 0755 packaging/nv_peer_mem.sh $(DESTDIR)$(LIBDIR_NVPM)/nv_peer_mem
+	install -D -m 0755 packaging/nv_peer_mem.init $(DESTDIR)/etc/init.d/nv_peer_mem
+	install -D -m 0644 packaging/nv_peer_mem.conf $(DESTDIR)/etc/infiniband/nv_peer_mem.conf
+	install -D -m 0644 packaging/nv_peer_mem.service $(DESTDIR)$(SYSTEMD_UNIT_DIR)/nv_peer_mem.service
+	install -D -m 0644 packaging/modprobe.conf $(DESTDIR)$(MODPROBE_D_DIR)/00-nvidia-peer-memory.conf
+	install -D -m 0644 packaging/modules-load.conf $(DESTDIR)/etc/modules-load.d/nvidia-peermem.conf
+
+check-packaging:
+	@tests/packaging/run.sh

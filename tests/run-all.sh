@@ -23,6 +23,7 @@ run_suite() { # name command...
 t0=$SECONDS
 run_suite host tests/host/run.sh
 run_suite guest make --no-print-directory check-guest
+run_suite packaging tests/packaging/run.sh
 echo "=== all suites in $((SECONDS - t0)) s"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ]

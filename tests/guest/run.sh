@@ -21,8 +21,11 @@ for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done # merged /usr, a
 cp /bin/busybox "$ROOT/usr/bin/busybox"
 cp /usr/bin/kmod "$ROOT/usr/bin/kmod"
 for lib in $(ldd /usr/bin/kmod | awk '/=>/ {print $3} /ld-linux/ {print $1}'); do
-	lib=$(readlink -f "$lib") && mkdir -p "$ROOT$(dirname "$lib")" && cp "$lib" "$ROOT$lib"
+	# under its soname (cp -L), in the directory it really lives in (merged /usr)
+	dir=$(dirname "$(readlink -f "$lib")") && mkdir -p "$ROOT$dir" && cp -L "$lib" "$ROOT$dir/$(basename "$lib")"
 done
+interp=$(ldd /usr/bin/kmod | awk '/ld-linux/ {print $1}') # the loader at the path binaries name
+[ -e "$ROOT$interp" ] || cp -L "$interp" "$ROOT$interp"
 for t in modprobe insmod rmmod lsmod modinfo depmod; do ln -sf /usr/bin/kmod "$ROOT/usr/sbin/$t"; done
 
 # Debian's modules.dep, computed once per kernel tree.
@@ -44,6 +47,12 @@ depmod -b "$ROOT" "$KREL"
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
 for s in tests/guest/scenarios/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
 cat VERSION >"$ROOT/tests/expected-version"
+# The service files as the packages install them, Debian's `service` and
+# dash (busybox sh runs its own applets, not kmod), staged for the
+# packaging scenarios (3x-*.sh), which install them.
+make -s --no-print-directory KDIR= install-utils DESTDIR="$PWD/$ROOT/tests/pkgroot" >/dev/null
+cp /usr/sbin/service "$ROOT/usr/sbin/service"
+cp /usr/bin/dash "$ROOT/usr/bin/dash"
 cp tests/guest/init "$ROOT/init"
 chmod +x "$ROOT/init"
 (cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$OUT/initramfs.cpio.gz"

@@ -1,0 +1,90 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# build_module.sh: makes the source package of nvidia-peer-memory.
+#   Debian-like hosts: nvidia-peer-memory_<ver>.orig.tar.gz, then
+#     tar xf it, cp -r debian/ into it, dpkg-buildpackage -us -uc
+#   elsewhere: nvidia_peer_memory-<ver>-<rel>.src.rpm, then
+#     rpmbuild --rebuild [--without kmod] X.src.rpm
+#
+# Usage: build_module.sh [--flavor deb|rpm] [--out DIR]
+#   --flavor  deb or rpm (default: deb where dpkg exists; FORCE_FLAVOR too)
+#   --out     where to write (default: build/packages)
+#
+# Reproducible: the same tree gives byte-identical output. File times are
+# SOURCE_DATE_EPOCH if set, else the time of the last git commit, else that
+# of the VERSION file; names are sorted, owners and modes normalised.
+set -eu
+cd "$(dirname "$0")"
+
+flavor=${FORCE_FLAVOR:-}
+out=build/packages
+while [ $# -gt 0 ]; do
+	case $1 in
+	--flavor) flavor=${2:?--flavor needs deb or rpm}; shift 2 ;;
+	--out) out=${2:?--out needs a directory}; shift 2 ;;
+	-h | --help) sed -n '4,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*) echo "build_module.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+if [ -z "$flavor" ]; then
+	if command -v dpkg >/dev/null 2>&1 && [ -e /etc/debian_version ]; then flavor=deb; else flavor=rpm; fi
+fi
+case $flavor in deb | rpm) ;; *) echo "build_module.sh: --flavor must be deb or rpm" >&2; exit 2 ;; esac
+
+version=$(cat VERSION 2>/dev/null) || version=
+echo "$version" | grep -Eq '^[0-9]+\.[0-9]+(\.[0-9]+)?$' || { echo "build_module.sh: cannot parse VERSION ('$version')" >&2; exit 1; }
+release=$(sed -n 's/^Release:[[:space:]]*\([0-9][0-9a-z.]*\).*/\1/p' rpm/nvidia_peer_memory.spec)
+[ -n "$release" ] || { echo "build_module.sh: no Release in rpm/nvidia_peer_memory.spec" >&2; exit 1; }
+name=nvidia-peer-memory
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+	SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null) || SOURCE_DATE_EPOCH=
+	[ -n "$SOURCE_DATE_EPOCH" ] || SOURCE_DATE_EPOCH=$(stat -c %Y VERSION)
+fi
+export SOURCE_DATE_EPOCH
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+# A fixed work path: rpmbuild records it in the source rpm's header.
+tmp=${TMPDIR:-/tmp}/build_module-$name-$version
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+# The files of the source package: what git tracks (or, outside git, the
+# tree without build products); never debian/ (it travels separately),
+# tests or CI.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	git ls-files --cached --others --exclude-standard
+else
+	find . -path ./.git -prune -o -path ./build -prune -o -path ./target -prune -o -type f -print | sed 's|^\./||'
+fi | grep -Ev '^(debian/|tests/|\.ci/|\.git)' | grep -Ev '\.(o|ko|mod|mod\.c|cmd|a|rmeta|d)$' | LC_ALL=C sort >"$tmp/files"
+while IFS= read -r f; do
+	[ -f "$f" ] || continue
+	mkdir -p "$tmp/$name-$version/$(dirname "$f")"
+	cp -p "$f" "$tmp/$name-$version/$f"
+done <"$tmp/files"
+
+tarball=$tmp/$name-$version.tar.gz
+(cd "$tmp" && tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+	--mode='u+rw,go-w,a+rX' --format=gnu -cf - "$name-$version") | gzip -9n >"$tarball"
+
+case $flavor in
+deb)
+	cp "$tarball" "$out/${name}_$version.orig.tar.gz"
+	echo "$out/${name}_$version.orig.tar.gz"
+	;;
+rpm)
+	command -v rpmbuild >/dev/null 2>&1 || { echo "build_module.sh: rpmbuild not found (install rpm / rpm-build)" >&2; exit 1; }
+	mkdir -p "$tmp/topdir"
+	rpmbuild -ts --nodeps --quiet \
+		--define "_topdir $tmp/topdir" --define 'dist %{nil}' \
+		--define '_buildhost reproducible' --define 'KVERSION any' --define 'use_source_date_epoch_as_buildtime 1' \
+		--define 'build_mtime_policy clamp_to_source_date_epoch' \
+		"$tarball" >/dev/null
+	srpm=$(find "$tmp/topdir/SRPMS" -name '*.src.rpm' | head -n1)
+	[ -n "$srpm" ] || { echo "build_module.sh: rpmbuild made no source rpm" >&2; exit 1; }
+	cp "$srpm" "$out/nvidia_peer_memory-$version-$release.src.rpm"
+	echo "$out/nvidia_peer_memory-$version-$release.src.rpm"
+	;;
+esac

@@ -1,0 +1,78 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# dkms-rebuild: rebuilds nvidia_peermem with DKMS, for each kernel DKMS has
+# it for, when what its build reads from the GPU driver or the RDMA stack
+# changed: nv-p2p.h and peer_mem.h under /usr/src, OFED's Module.symvers,
+# the nvidia and ib_core modules of that kernel. The packages' triggers run
+# it on NVIDIA driver and OFED upgrades (kernel upgrades are DKMS's own
+# autoinstall). Installed as /usr/lib/nvidia-peer-memory/dkms-rebuild.
+#
+#   dkms-rebuild            rebuild where the inputs changed
+#   dkms-rebuild --force    rebuild for every kernel
+#   dkms-rebuild --record   remember the current inputs, build nothing
+#
+# Never fails: the new build is tried in a scratch DKMS tree first; when it
+# fails, that is reported (log in /var/lib/nvidia-peer-memory) and the
+# installed module and DKMS's state stay as they were.
+NAME=nvidia-peer-memory
+STATE=${NVPM_STATE:-/var/lib/nvidia-peer-memory/inputs}
+PATH=$PATH:/usr/sbin:/sbin
+mode=${1:-changed}
+
+say() { echo "nvidia-peer-memory: $*"; }
+
+inputs() { # $1 = kernel
+	arch=$(uname -m)
+	for f in /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h \
+		/usr/src/ofa_kernel/"$arch"/"$1"/include/rdma/peer_mem.h /usr/src/ofa_kernel/"$1"/include/rdma/peer_mem.h \
+		/usr/src/ofa_kernel/default/include/rdma/peer_mem.h /usr/src/ofa_kernel/"$arch"/"$1"/Module.symvers \
+		/usr/src/ofa_kernel/"$1"/Module.symvers /usr/src/ofa_kernel/default/Module.symvers; do
+		[ -f "$f" ] && sha256sum "$f"
+	done
+	for m in nvidia ib_core; do
+		echo "$m $(modinfo -k "$1" -F filename "$m" 2>/dev/null) $(modinfo -k "$1" -F version "$m" 2>/dev/null)" \
+			"$(modinfo -k "$1" -F srcversion "$m" 2>/dev/null)"
+	done
+}
+
+command -v dkms >/dev/null 2>&1 || exit 0
+mkdir -p "$STATE"
+# "nvidia-peer-memory/1.0.0, 7.3.4+deb13-amd64, x86_64: installed"
+dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]*: installed.*|\1 \2|p' |
+	while read -r ver kernel; do
+		now=$(inputs "$kernel" | sha256sum | cut -c1-64)
+		was=$(cat "$STATE/$kernel" 2>/dev/null)
+		case $mode in
+		--record) echo "$now" >"$STATE/$kernel"; continue ;;
+		--force) ;;
+		*)
+			# No record: DKMS built it with what is there now (a new kernel).
+			[ -n "$was" ] || { echo "$now" >"$STATE/$kernel"; continue; }
+			[ "$now" != "$was" ] || continue
+			# Failed with exactly these inputs already: wait for them to change.
+			[ "$now" != "$(cat "$STATE/$kernel.failed" 2>/dev/null)" ] || continue
+			;;
+		esac
+		say "rebuilding $NAME $ver for $kernel (the GPU driver or RDMA stack changed)"
+		# `dkms build --force` drops the old build before it knows the new one
+		# works, so try it in a scratch tree first.
+		trial=$(mktemp -d "${TMPDIR:-/tmp}/nvpm-rebuild.XXXXXX")
+		if dkms add -m "$NAME" -v "$ver" --dkmstree "$trial" --sourcetree /usr/src >/dev/null 2>&1 &&
+			dkms build -m "$NAME" -v "$ver" -k "$kernel" --dkmstree "$trial" --sourcetree /usr/src >"$trial.out" 2>&1; then
+			if dkms build -m "$NAME" -v "$ver" -k "$kernel" --force && dkms install -m "$NAME" -v "$ver" -k "$kernel" --force; then
+				echo "$now" >"$STATE/$kernel"
+				rm -f "$STATE/$kernel.failed"
+			else
+				say "warning: the rebuild for $kernel failed after a good trial build; see dkms status" >&2
+			fi
+		else
+			log=${STATE%/*}/rebuild-$kernel.log
+			cat "$trial.out" "$trial/$NAME/$ver/build/make.log" >"$log" 2>/dev/null
+			echo "$now" >"$STATE/$kernel.failed"
+			say "warning: nvidia_peermem does not build for $kernel with the new GPU driver or RDMA stack;" \
+				"the installed module stays as it was (log: $log)" >&2
+		fi
+		rm -rf "$trial" "$trial.out"
+	done
+exit 0

@@ -1,0 +1,115 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# nv_peer_mem: loads and unloads nvidia_peermem, the GPUDirect RDMA
+# peer-memory client. Installed as /usr/lib/nvidia-peer-memory/nv_peer_mem;
+# both /etc/init.d/nv_peer_mem and nv_peer_mem.service run it.
+#
+#   nv_peer_mem start|stop|restart|force-reload|status|onboot
+#
+# Exit codes (LSB): 0 success / loaded; 1 generic failure (e.g. a required
+# module is missing); 2 bad arguments; 3 status: not loaded; 5 the module
+# is not installed for the running kernel; 6 the module that modprobe would
+# load is not this package's (see NVIDIA's bundled nvidia-peermem, README).
+# `onboot` exits 0 when ONBOOT=yes, 1 otherwise (systemd's ExecCondition).
+#
+# Settings come from /etc/infiniband/nv_peer_mem.conf (or $CONFIG).
+# modprobe, rmmod, modinfo are called by name, from PATH.
+
+MODULE=nvidia_peermem
+CONFIG=${CONFIG:-/etc/infiniband/nv_peer_mem.conf}
+ONBOOT=yes
+# Modules that must be loaded before nvidia_peermem (the GPU driver and
+# the RDMA core); modprobe.d has the same list as a softdep.
+PREREQ_MODULES="ib_core nvidia"
+if [ -r "$CONFIG" ]; then
+	# shellcheck source=/dev/null
+	. "$CONFIG"
+fi
+
+say() { echo "nv_peer_mem: $*"; }
+warn() {
+	echo "nv_peer_mem: $*" >&2
+	if command -v logger >/dev/null 2>&1; then logger -t nv_peer_mem -- "$*" 2>/dev/null || :; fi
+}
+loaded() { [ -d "/sys/module/$1" ]; }
+
+# The module modprobe would load must be this package's (nvidia_peermem.ko,
+# from DKMS or the kmod package): NVIDIA's driver builds a module of the
+# same name from nvidia-peermem.ko (Debian: nvidia-current-peermem.ko).
+ours() {
+	file=$(modinfo -F filename "$MODULE" 2>/dev/null) || return 1
+	case ${file##*/} in nvidia_peermem.ko*) return 0 ;; *) return 1 ;; esac
+}
+
+do_start() {
+	if loaded "$MODULE"; then
+		say "$MODULE is already loaded"
+		return 0
+	fi
+	if ! modinfo "$MODULE" >/dev/null 2>&1; then
+		warn "$MODULE is not installed for kernel $(uname -r) (is nvidia-peer-memory-dkms built for it? see: dkms status)"
+		return 5
+	fi
+	if ! ours; then
+		warn "modprobe resolves $MODULE to $(modinfo -F filename "$MODULE" 2>/dev/null), which is not nvidia-peer-memory's module; remove NVIDIA's nvidia-peermem or see /usr/share/doc/nvidia-peer-memory"
+		return 6
+	fi
+	for m in $PREREQ_MODULES; do
+		loaded "$m" && continue
+		if ! modprobe "$m" >/dev/null 2>&1 || ! loaded "$m"; then
+			warn "required module $m is not loaded and cannot be loaded; $MODULE needs it (install the NVIDIA driver / the RDMA stack)"
+			return 1
+		fi
+	done
+	if modprobe "$MODULE" && loaded "$MODULE"; then
+		say "$MODULE loaded"
+		return 0
+	fi
+	warn "failed to load $MODULE (see dmesg)"
+	return 1
+}
+
+do_stop() {
+	if ! loaded "$MODULE"; then
+		say "$MODULE is not loaded"
+		return 0
+	fi
+	# rmmod, not modprobe -r: the GPU driver and ib_core stay loaded.
+	if rmmod "$MODULE"; then
+		say "$MODULE unloaded"
+		return 0
+	fi
+	warn "failed to unload $MODULE (is it in use? see /sys/module/$MODULE/refcnt)"
+	return 1
+}
+
+do_status() {
+	if loaded "$MODULE"; then
+		say "$MODULE is loaded (version $(cat "/sys/module/$MODULE/version" 2>/dev/null || echo unknown))"
+		return 0
+	fi
+	say "$MODULE is not loaded"
+	return 3
+}
+
+case ${1:-} in
+start)
+	if [ "$ONBOOT" != yes ]; then
+		say "not loading $MODULE: ONBOOT=$ONBOOT in $CONFIG"
+		exit 0
+	fi
+	do_start
+	;;
+stop) do_stop ;;
+restart | force-reload)
+	do_stop || exit 1
+	do_start
+	;;
+status) do_status ;;
+onboot) [ "$ONBOOT" = yes ] ;;
+*)
+	echo "Usage: nv_peer_mem {start|stop|restart|force-reload|status}" >&2
+	exit 2
+	;;
+esac

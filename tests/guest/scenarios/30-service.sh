@@ -1,0 +1,95 @@
+# The nv_peer_mem service and the modprobe rules, as the packages install
+# them (make install-utils, staged by run.sh in /tests/pkgroot), on the real
+# kernel with the real kmod: `service nv_peer_mem start|status|stop`, the
+# softdep that loads ib_core first, and our install rule winning over an
+# NVIDIA-style one that would load the driver's own nvidia-peermem.
+# The GPU driver: when the guest has a module named nvidia (a simulator),
+# the default prerequisites (ib_core nvidia) are used; otherwise the test
+# first checks that start refuses for lack of nvidia, then sets
+# PREREQ_MODULES=ib_core in the settings file and says so.
+# shellcheck shell=sh disable=SC2016
+# shellcheck source=/dev/null
+. /tests/lib.sh
+V=$(cat /tests/expected-version)
+P=/tests/pkgroot
+CONF=/etc/infiniband/nv_peer_mem.conf
+
+if [ ! -x $P/etc/init.d/nv_peer_mem ] || [ ! -x /usr/sbin/service ]; then
+	fail staged "run.sh did not stage the packaging files"
+	exit 0
+fi
+loaded ib_core && had_ib_core=1 || had_ib_core=
+loaded nvidia && had_nvidia=1 || had_nvidia=
+cp -a $P/. /
+pass installed
+# Debian's /bin/sh is dash; busybox sh would run its own modprobe applet
+# instead of kmod's. Restored at the end.
+ln -sf /usr/bin/dash /usr/bin/sh
+K=/usr/sbin # kmod's modprobe, rmmod, modinfo
+
+# runs `service nv_peer_mem ARGS`, output in $out, exit status in $rc
+svc() {
+	out=$(service nv_peer_mem "$@" 2>&1)
+	rc=$?
+}
+
+svc status
+expect_eq status-not-loaded-rc 3 "$rc"
+expect_eq modprobe-softdep "softdep nvidia_peermem pre: ib_core nvidia" "$($K/modprobe -c | grep '^softdep nvidia_peermem ')"
+
+if $K/modinfo nvidia >/dev/null 2>&1; then
+	echo "30-service: a module named nvidia exists; default prerequisites"
+else
+	svc start
+	expect_eq start-without-nvidia-rc 1 "$rc"
+	case $out in *"required module nvidia"*) pass start-without-nvidia-message ;; *) fail start-without-nvidia-message "$out" ;; esac
+	if loaded nvidia_peermem; then fail start-without-nvidia-not-loaded "loaded anyway"; else pass start-without-nvidia-not-loaded; fi
+	echo "30-service: no nvidia module in this guest; PREREQ_MODULES=ib_core from here on"
+	echo 'PREREQ_MODULES="ib_core"' >>$CONF
+fi
+
+svc start
+expect_eq start-rc 0 "$rc"
+if loaded nvidia_peermem && loaded ib_core; then pass start-loaded; else fail start-loaded "$out"; fi
+svc status
+expect_eq status-loaded-rc 0 "$rc"
+case $out in *"is loaded (version $V)"*) pass status-version ;; *) fail status-version "$out" ;; esac
+svc start
+expect_eq start-again-rc 0 "$rc"
+svc restart
+expect_eq restart-rc 0 "$rc"
+if loaded nvidia_peermem; then pass restart-loaded; else fail restart-loaded "$out"; fi
+svc stop
+expect_eq stop-rc 0 "$rc"
+if loaded nvidia_peermem; then fail stop-unloaded "still loaded: $out"; else pass stop-unloaded; fi
+if loaded ib_core; then pass stop-keeps-ib_core; else fail stop-keeps-ib_core "ib_core was unloaded too"; fi
+svc status
+expect_eq status-after-stop-rc 3 "$rc"
+svc bogus
+expect_eq bad-verb-rc 2 "$rc"
+
+sed -i 's/^ONBOOT=yes/ONBOOT=no/' $CONF
+svc start
+expect_eq onboot-no-start-rc 0 "$rc"
+if loaded nvidia_peermem; then fail onboot-no-not-loaded "loaded"; else pass onboot-no-not-loaded; fi
+sed -i 's/^ONBOOT=no/ONBOOT=yes/' $CONF
+
+# modprobe with the installed rules: ib_core comes first through the softdep,
+# even with a GPU driver's install rule that would load another module.
+$K/rmmod ib_core 2>/dev/null
+if loaded ib_core; then fail ib_core-unloaded "ib_core still loaded (in use?)"; else pass ib_core-unloaded; fi
+printf 'install nvidia-peermem modprobe -i nvidia-current-peermem $CMDLINE_OPTS\n' >/etc/modprobe.d/nvidia.conf
+expect_ok modprobe-dash-installed $K/modprobe nvidia-peermem
+if loaded nvidia_peermem; then pass modprobe-loaded-ours; else fail modprobe-loaded-ours "not loaded"; fi
+if loaded ib_core; then pass modprobe-softdep-loaded-ib_core; else fail modprobe-softdep-loaded-ib_core "ib_core not loaded"; fi
+expect_eq modprobe-version "$V" "$(cat /sys/module/nvidia_peermem/version 2>&1)"
+expect_ok rmmod-after-modprobe $K/rmmod nvidia_peermem
+
+# Clean up for the scenarios that follow.
+rm -f /etc/modprobe.d/nvidia.conf
+rm -f /etc/init.d/nv_peer_mem /etc/modules-load.d/nvidia-peermem.conf /usr/lib/modprobe.d/00-nvidia-peer-memory.conf
+rm -rf /etc/infiniband /usr/lib/nvidia-peer-memory /usr/lib/systemd/system/nv_peer_mem.service
+[ -n "$had_nvidia" ] || ! loaded nvidia || $K/rmmod nvidia 2>/dev/null
+[ -n "$had_ib_core" ] || $K/rmmod ib_core 2>/dev/null
+ln -sf /bin/busybox /usr/bin/sh
+exit 0

@@ -1,0 +1,361 @@
+#!/usr/bin/env bash
+# Packaging suite (make check-packaging; a suite of make check). Runs in a
+# throw-away overlay over the cached packaging root (tests/packaging/root.sh):
+#   static checks, build_module.sh (deb and rpm, reproducible), the Debian
+#   packages (contents, maintainer scripts, lintian), the RPMs (rpmlint),
+#   rust-headers.sh's refusals, DKMS building the real Rust module against
+#   Debian's stock 7.3 headers, the service with a stand-in kmod, a new
+#   kernel, NVIDIA driver and OFED upgrades, the kmod RPM, and purge.
+# Ends with "PACKAGING-SUMMARY N passed, N failed".
+# The per-kernel Rust overlays are cached in $NVPM_CACHE/rust-headers, keyed
+# like rust-headers.sh keys them; NVPM_PKGTEST_COLD=1 ignores that cache.
+# shellcheck source-path=SCRIPTDIR/../..
+# shellcheck disable=SC2317,SC2016 # functions run through check; scripts for the root in single quotes
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+REPO=$PWD
+LOGS=$REPO/build/logs/packaging
+[ "$(id -u)" = 0 ] || die "the packaging suite needs root (chroot, mounts)"
+if [ ! -r "$NVPM_CACHE/kernel.env" ]; then scripts/provision.sh || die "provisioning failed"; fi
+enter_private_namespace "$@"
+mkdir -p "$LOGS"
+rm -f "$LOGS"/*.log
+
+pass=0 fail=0 T0=$SECONDS
+ok() {
+	echo "  PASS packaging/$1"
+	pass=$((pass + 1))
+}
+bad() {
+	echo "  FAIL packaging/$1: $2" | head -n 25
+	fail=$((fail + 1))
+}
+# check NAME CMD...: one result, the command's exit status.
+check() {
+	local n=$1 out
+	shift
+	if out=$("$@" 2>&1); then ok "$n"; else bad "$n" "$(printf '%s\n' "$out" | tail -n 20)"; fi
+}
+step() { printf '[%4ds] %s\n' "$((SECONDS - T0))" "$*"; }
+finish() {
+	step "done"
+	echo "PACKAGING-SUMMARY $pass passed, $fail failed"
+	[ "$fail" = 0 ]
+	exit
+}
+
+# --- the root -----------------------------------------------------------------
+step "packaging root (cached; a cold build takes about 2 minutes)"
+PKGROOT=$(tests/packaging/root.sh) || {
+	bad root "tests/packaging/root.sh failed"
+	finish
+}
+exec 8>"$NVPM_CACHE/.pkgtest.lock"
+flock 8
+# shellcheck source=/dev/null
+. "$PKGROOT/.pkgroot.env"
+V=$(cat VERSION)
+RUN=$NVPM_CACHE/pkgtest
+ROOT=$RUN/root
+rm -rf "$RUN/upper" "$RUN/work"
+mkdir -p "$RUN/upper" "$RUN/work" "$ROOT"
+mount -t overlay overlay -o "lowerdir=$PKGROOT,upperdir=$RUN/upper,workdir=$RUN/work" "$ROOT" || die "overlay mount failed"
+mount -t proc proc "$ROOT/proc"
+mount -t tmpfs tmpfs "$ROOT/sys"
+mount -t tmpfs tmpfs "$ROOT/run"
+# A clean copy of the tree: what git has (tracked and new files).
+mkdir -p "$ROOT/build/src" "$ROOT/build/out"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+inr() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+	LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive TMPDIR=/tmp "$@"; }
+# insh NAME SCRIPT: one result, a shell script run in the root (/build).
+insh() {
+	local n=$1
+	shift
+	check "$n" inr sh -ec "cd /build; $1"
+}
+# Steps: output to a log. Long ones show DKMS's progress every 20 s.
+inlog() { # LOG SCRIPT
+	local log=$LOGS/$1.log
+	inr sh -ec "cd /build; $2" >"$log" 2>&1
+}
+inlog_progress() { # LOG SCRIPT
+	local rc ticker make_log="$ROOT/var/lib/dkms/nvidia-peer-memory/$V/build/make.log"
+	(
+		while sleep 20; do
+			line=$(grep -E '^rust-headers:|^  (RUSTC|LD|BINDGEN|MODPOST)' "$make_log" 2>/dev/null | tail -n1 | cut -c1-110)
+			printf '         ... %s\n' "${line:-(working)}"
+		done
+	) &
+	ticker=$!
+	inlog "$@"
+	rc=$?
+	kill "$ticker" 2>/dev/null
+	wait "$ticker" 2>/dev/null
+	return $rc
+}
+
+# --- static checks --------------------------------------------------------------
+step "static checks"
+for f in packaging/nv_peer_mem.sh packaging/nv_peer_mem.init packaging/dkms-rebuild.sh packaging/kernel-postrm.sh \
+	scripts/rust-headers.sh scripts/stamp-version.sh build_module.sh debian/*.postinst debian/*.prerm debian/*.postrm \
+	tests/packaging/fake-kmod; do
+	insh "shellcheck:$f" "shellcheck -s sh src/$f"
+done
+for f in tests/packaging/run.sh tests/packaging/root.sh tests/guest/scenarios/3*.sh; do
+	insh "shellcheck:$f" "shellcheck -x src/$f"
+done
+insh "shellcheck:rpm-scriptlets" 'rpmspec -P --define "_sourcedir /tmp" --without kmod src/rpm/nvidia_peer_memory.spec >/tmp/spec.txt
+	awk "/^%(post|preun|postun|triggerin|transfiletriggerin)( |\$)/ {on=1; print \"#\", \$0; next} /^%/ {on=0} on" /tmp/spec.txt >/tmp/scriptlets.sh
+	grep -q "dkms-rebuild" /tmp/scriptlets.sh && shellcheck -s sh -e SC2043,SC2045 /tmp/scriptlets.sh'
+check version-consistent inr sh -c 'cd /build/src && scripts/stamp-version.sh --check'
+check dkms.conf-fields inr bash -ec 'cd /build/src; . ./dkms.conf
+	test "$PACKAGE_NAME" = nvidia-peer-memory && test "$PACKAGE_VERSION" = "$(cat VERSION)"
+	test "${BUILT_MODULE_NAME[0]}" = nvidia_peermem && test "$AUTOINSTALL" = yes
+	grep -q "^MAKE\[0\]=\"make KDIR=\${kernel_source_dir} module\"" dkms.conf
+	grep -q "^PRE_BUILD=\"scripts/rust-headers.sh " dkms.conf'
+
+# --- build_module.sh ----------------------------------------------------------------
+step "build_module.sh: deb and rpm flavours, twice each"
+ORIG=out/nvidia-peer-memory_${V}.orig.tar.gz
+SRPM=out/nvidia_peer_memory-$V-1.src.rpm
+insh build_module-deb "cd src && ./build_module.sh --out /build/out >/dev/null && test -s ../$ORIG"
+insh orig-contents "tar -tzf $ORIG >/tmp/orig.lst
+	for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs scripts/rust-headers.sh packaging/nv_peer_mem.sh rpm/nvidia_peer_memory.spec; do
+		grep -qx nvidia-peer-memory-$V/\$f /tmp/orig.lst || { echo missing \$f; exit 1; }; done
+	! grep -Ev '^nvidia-peer-memory-$V/' /tmp/orig.lst
+	! grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/' /tmp/orig.lst"
+insh build_module-deb-reproducible "cp $ORIG /tmp/first.tar.gz && sleep 1 && cd src && ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.tar.gz ../$ORIG"
+insh build_module-rpm "cd src && ./build_module.sh --flavor rpm --out /build/out >/dev/null && rpm -qpl ../$SRPM | grep -qx nvidia-peer-memory-$V.tar.gz && rpm -qpl ../$SRPM | grep -qx nvidia_peer_memory.spec"
+insh build_module-rpm-reproducible "cp $SRPM /tmp/first.src.rpm && sleep 1 && cd src && FORCE_FLAVOR=rpm ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.src.rpm ../$SRPM"
+insh build_module-bad-version "cp -r src /tmp/badv && echo 1.x >/tmp/badv/VERSION && ! /tmp/badv/build_module.sh --out /tmp/badv-out"
+
+# --- Debian packages --------------------------------------------------------------------
+step "Debian packages from the orig tarball (dpkg-buildpackage)"
+DEB_MAIN=nvidia-peer-memory_${V}-1_all.deb
+DEB_DKMS=nvidia-peer-memory-dkms_${V}-1_all.deb
+if inlog dpkg-buildpackage "rm -rf deb && mkdir deb && cd deb && cp ../$ORIG . && tar -xzf *.orig.tar.gz && cp -r ../src/debian nvidia-peer-memory-$V/ &&
+	cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc"; then ok dpkg-buildpackage; else bad dpkg-buildpackage "see $LOGS/dpkg-buildpackage.log"; fi
+insh deb-files "cd deb && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB_DKMS $DEB_MAIN ' && ls *.dsc *.debian.tar.xz"
+insh deb-dkms-contents "dpkg -c deb/$DEB_DKMS >/tmp/c; for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs src/ffi/nv-p2p.h scripts/abi-symvers.sh scripts/rust-headers.sh; do
+	grep -q \" ./usr/src/nvidia-peer-memory-$V/\$f\$\" /tmp/c || { echo missing \$f; exit 1; }; done
+	grep -q ' ./usr/lib/nvidia-peer-memory/dkms-rebuild\$' /tmp/c && grep -q ' ./usr/lib/nvidia-peer-memory/rust-headers\$' /tmp/c
+	dpkg-deb -f deb/$DEB_DKMS Depends | grep -q 'dkms' && dpkg-deb -f deb/$DEB_DKMS Depends | grep -q 'rustc'"
+insh deb-main-contents "dpkg -c deb/$DEB_MAIN >/tmp/c
+	grep -q '^-rwxr-xr-x .* ./etc/init.d/nv_peer_mem\$' /tmp/c
+	for f in etc/infiniband/nv_peer_mem.conf usr/lib/systemd/system/nv_peer_mem.service usr/lib/modprobe.d/00-nvidia-peer-memory.conf etc/modules-load.d/nvidia-peermem.conf usr/lib/nvidia-peer-memory/nv_peer_mem; do
+		grep -q \" ./\$f\$\" /tmp/c || { echo missing \$f; exit 1; }; done
+	dpkg-deb -e deb/$DEB_MAIN /tmp/ctl-main && grep -qx /etc/infiniband/nv_peer_mem.conf /tmp/ctl-main/conffiles"
+insh deb-maintainer-scripts "dpkg-deb -e deb/$DEB_DKMS /tmp/ctl-dkms && dpkg-deb -e deb/$DEB_MAIN /tmp/ctl-main2
+	grep -q common.postinst /tmp/ctl-dkms/postinst && grep -q 'triggered' /tmp/ctl-dkms/postinst && grep -q 'dkms remove' /tmp/ctl-dkms/prerm
+	grep -qx 'interest-noawait /usr/src' /tmp/ctl-dkms/triggers
+	grep -q 'update-rc.d nv_peer_mem defaults' /tmp/ctl-main2/postinst && grep -q 'nvpm_not_started' /tmp/ctl-main2/postinst
+	grep -q 'deb-systemd-helper' /tmp/ctl-main2/postinst"
+if inlog lintian "cd deb && lintian -I --pedantic --fail-on error,warning,info,pedantic --tag-display-limit 0 *.changes"; then ok lintian; else
+	bad lintian "$(grep -E '^[EWIP]:' "$LOGS/lintian.log" | head -n 20)"; fi
+
+# --- RPM ----------------------------------------------------------------------------------
+step "RPMs from the source rpm (rpmbuild --rebuild --without kmod)"
+if inlog rpmbuild-rebuild "rpmbuild --rebuild --nodeps --without kmod --define '_topdir /build/rpmtop' --define 'dist %{nil}' $SRPM"; then
+	ok rpmbuild-rebuild; else bad rpmbuild-rebuild "see $LOGS/rpmbuild-rebuild.log"; fi
+RPM_DKMS=rpmtop/RPMS/noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm
+insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm >/tmp/m; rpm -qpl $RPM_DKMS >/tmp/d
+	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf; do
+		grep -qx \$f /tmp/m || { echo missing \$f; exit 1; }; done
+	grep -qx /usr/src/nvidia-peer-memory-$V/dkms.conf /tmp/d
+	rpm -qp --configfiles rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | grep -qx /etc/infiniband/nv_peer_mem.conf
+	rpm -qp --triggers $RPM_DKMS | grep -q nvidia-kmod-common && rpm -qp --triggers $RPM_DKMS | grep -q mlnx-ofa_kernel
+	rpm -qp --scripts $RPM_DKMS | grep -q 'dkms remove'"
+
+# --- rust-headers.sh: refusals --------------------------------------------------------------
+step "rust-headers.sh refuses what cannot work, with the reason"
+snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /root -o -path /build -o -path /var/cache/apt -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log -o -path /var/cache/debconf -o -path /var/cache/ldconfig -o -path /var/lib/dkms/mok.key -o -path /var/lib/dkms/mok.pub -o -path /usr/src/linux-source-7.3.tar.xz -o -path /usr/share/doc/linux-source-7.3 -o -name "*.pyc" \) -prune -o -print' | LC_ALL=C sort; }
+insh rust-headers-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /usr/src/linux-headers-$KREL/scripts/target.json"
+insh rust-headers-wrong-rustc "mkdir -p /tmp/fakebin && printf '#!/bin/sh\necho rustc 1.96.1 (fake)\n' >/tmp/fakebin/rustc && chmod +x /tmp/fakebin/rustc
+	! out=\$(PATH=/tmp/fakebin:\$PATH NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q \"rustc: the kernel needs 'rustc 1.85.1\""
+insh rust-headers-wrong-bindgen "mkdir -p /tmp/fakebin2 && printf '#!/bin/sh\necho bindgen 0.72.0\n' >/tmp/fakebin2/bindgen && chmod +x /tmp/fakebin2/bindgen
+	! out=\$(PATH=/tmp/fakebin2:\$PATH NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q \"bindgen: the kernel needs 'bindgen 0.71.1'\""
+insh rust-headers-no-rust-kernel "mkdir -p /tmp/norust && echo 'CONFIG_MODULES=y' >/tmp/norust/.config
+	! out=\$(sh src/scripts/rust-headers.sh 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'without Rust support'"
+step "installing linux-source-7.3 from the root's apt cache"
+inlog linux-source "apt-get install -y --no-download --no-install-recommends linux-source-7.3=$KPKGVER" ||
+	bad linux-source "see $LOGS/linux-source.log"
+# The root has headers, not kernel images: give the kernel the module index
+# its linux-modules package would have (DKMS runs depmod only where one exists).
+inr depmod -a "$KREL"
+snapshot >"$RUN/before.lst"
+
+# --- DKMS: the real Rust module against Debian's stock headers --------------------------------
+RH_CACHE=$NVPM_CACHE/rust-headers
+if [ -z "${NVPM_PKGTEST_COLD:-}" ] && [ -d "$RH_CACHE" ]; then
+	mkdir -p "$ROOT/var/cache/nvidia-peer-memory/rust-headers"
+	cp -a "$RH_CACHE/." "$ROOT/var/cache/nvidia-peer-memory/rust-headers/"
+	rm -f "$ROOT"/var/cache/nvidia-peer-memory/rust-headers/*/installed
+	step "seeded the Rust overlay cache from $RH_CACHE"
+fi
+save_overlays() {
+	local d
+	for d in "$ROOT"/var/cache/nvidia-peer-memory/rust-headers/*/*/.complete; do
+		[ -e "$d" ] || continue
+		d=$(dirname "$d")
+		local k=${d#"$ROOT"/var/cache/nvidia-peer-memory/rust-headers/}
+		[ -e "$RH_CACHE/$k/.complete" ] && continue
+		mkdir -p "$RH_CACHE/$(dirname "$k")" && cp -a "$d" "$RH_CACHE/$k.tmp" && mv "$RH_CACHE/$k.tmp" "$RH_CACHE/$k"
+	done
+}
+step "dpkg -i of both packages: DKMS builds nvidia_peermem for $KREL (the Rust overlay once per kernel: 2-4 minutes cold)"
+(cd "$ROOT/build/deb" && cp "$DEB_MAIN" "$DEB_DKMS" ../)
+# policy-rc.d lets invoke-rc.d start the service in this chroot, where it
+# cannot (no module for the running kernel): the install must still succeed.
+if inlog_progress dpkg-install "printf '#!/bin/sh\nexit 0\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && dpkg -i $DEB_DKMS $DEB_MAIN"; then ok dpkg-install; else
+	bad dpkg-install "$(tail -n 15 "$LOGS/dpkg-install.log"; tail -n 30 "$ROOT"/var/lib/dkms/nvidia-peer-memory/"$V"/build/make.log 2>/dev/null)"; fi
+save_overlays
+cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$KREL/x86_64/log/make.log" "$LOGS/dkms-make-$KREL.log" 2>/dev/null
+grep -E 'rust-headers: .*(built in|Rust-capable)' "$LOGS/dkms-make-$KREL.log" | sed 's/^/    /'
+insh dkms-installed "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed'"
+KO=/lib/modules/$KREL/updates/dkms/nvidia_peermem.ko
+insh module-installed "ls $KO* && modinfo -F vermagic $KO* | grep -q '^$KREL ' && test \"\$(modinfo -F version $KO*)\" = $V"
+insh module-depmod "modinfo -k $KREL -F filename nvidia_peermem | grep -q updates/dkms/nvidia_peermem.ko"
+insh module-undefined-symbols "modinfo -F depends $KO*; test -n \"\$(modinfo -F name $KO*)\""
+insh headers-rust-capable "/usr/lib/nvidia-peer-memory/rust-headers --check $KREL && test -f /usr/src/linux-headers-$KREL/rust/libkernel.rmeta"
+insh postinst-did-not-fail "dpkg -s nvidia-peer-memory | grep -q 'Status: install ok installed' && dpkg -s nvidia-peer-memory-dkms | grep -q 'Status: install ok installed'"
+check postinst-start-failure-tolerated grep -q 'nv_peer_mem did not start now' "$LOGS/dpkg-install.log"
+insh rc-links "ls /etc/rc2.d/S*nv_peer_mem && ls /etc/rc0.d/K*nv_peer_mem && test -L /etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"
+insh systemd-analyze-verify "systemd-analyze verify --man=no /usr/lib/systemd/system/nv_peer_mem.service 2>/tmp/err; rc=\$?; cat /tmp/err; test \$rc = 0 && test ! -s /tmp/err"
+insh modprobe-config "modprobe -c | grep -qx 'softdep nvidia_peermem pre: ib_core nvidia' &&
+	printf 'install nvidia_peermem modprobe nvidia ; modprobe -i nvidia-current-peermem \$CMDLINE_OPTS\n' >/etc/modprobe.d/nvidia.conf &&
+	modprobe -c | grep '^install nvidia_peermem' | head -n1 | grep -q -- '--ignore-install nvidia_peermem'; rc=\$?; rm -f /etc/modprobe.d/nvidia.conf; exit \$rc"
+
+# --- the service, with a stand-in kmod ---------------------------------------------------------
+step "nv_peer_mem service: start/stop/status/restart with a stand-in kmod"
+cp tests/packaging/fake-kmod "$ROOT/tmp/fake-kmod" && chmod +x "$ROOT/tmp/fake-kmod"
+mount --bind "$ROOT/tmp/fake-kmod" "$ROOT/usr/bin/kmod"
+F=/run/nvpm-fake
+avail() { # modules that "exist": name=path ...
+	inr sh -c 'rm -rf /run/nvpm-fake /sys/module; mkdir -p /run/nvpm-fake /sys/module; for a in "$@"; do echo "${a%%=*} ${a#*=}"; done >/run/nvpm-fake/available' sh "$@"
+}
+svc() { inr service nv_peer_mem "$@"; }
+expect_rc() { # NAME RC CMD...
+	local n=$1 want=$2 out rc
+	shift 2
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" = "$want" ]; then ok "$n"; else bad "$n" "exit $rc, expected $want: $out"; fi
+}
+OURS=/lib/modules/x/updates/dkms/nvidia_peermem.ko.xz
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
+expect_rc service-status-not-loaded 3 svc status
+avail ib_core=/k/ib_core.ko nvidia_peermem=$OURS
+expect_rc service-start-no-gpu-driver 1 svc start
+check service-start-no-gpu-driver-message inr sh -c "service nv_peer_mem start 2>&1 | grep -q 'required module nvidia'"
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko
+expect_rc service-start-not-installed 5 svc start
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=/lib/modules/x/updates/dkms/nvidia-peermem.ko
+expect_rc service-start-nvidia-bundled-module 6 svc start
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
+expect_rc service-start 0 svc start
+check service-start-loaded-all inr sh -c "test -d /sys/module/nvidia_peermem && test -d /sys/module/ib_core && test -d /sys/module/nvidia &&
+	test \$(grep -cx 'modprobe nvidia_peermem' $F/calls) = 1"
+expect_rc service-status-loaded 0 svc status
+expect_rc service-start-again 0 svc start
+check service-start-again-no-modprobe inr sh -c "test \$(grep -cx 'modprobe nvidia_peermem' $F/calls) = 1"
+expect_rc service-restart 0 svc restart
+check service-restart-reloaded inr sh -c "grep -qx 'rmmod nvidia_peermem' $F/calls && test \$(grep -cx 'modprobe nvidia_peermem' $F/calls) = 2 && test -d /sys/module/nvidia_peermem"
+expect_rc service-stop 0 svc stop
+check service-stop-keeps-driver inr sh -c "test ! -d /sys/module/nvidia_peermem && test -d /sys/module/nvidia && test -d /sys/module/ib_core && ! grep -q 'modprobe -r' $F/calls"
+expect_rc service-stop-again 0 svc stop
+expect_rc service-bad-verb 2 svc frobnicate
+inr sed -i 's/^ONBOOT=yes/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
+expect_rc service-onboot-no-start 0 svc start
+check service-onboot-no-not-loaded inr test ! -d /sys/module/nvidia_peermem
+expect_rc systemd-execcondition-onboot-no 1 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
+inr sed -i 's/^ONBOOT=no/ONBOOT=yes/' /etc/infiniband/nv_peer_mem.conf
+expect_rc systemd-execcondition-onboot-yes 0 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
+umount "$ROOT/usr/bin/kmod"
+inr rm -rf /run/nvpm-fake
+inr sh -c 'rm -rf /sys/module'
+
+# --- a new kernel --------------------------------------------------------------------------------
+step "new kernel: apt-get install linux-headers-$KREL2 -> DKMS builds for it (its Rust overlay: 2-4 minutes cold)"
+if inlog_progress kernel-upgrade "apt-get install -y --no-download --no-install-recommends linux-headers-$KREL2=$KPKGVER"; then
+	ok kernel-upgrade-install; else bad kernel-upgrade-install "see $LOGS/kernel-upgrade.log"; fi
+save_overlays
+insh kernel-upgrade-built "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $KREL2, x86_64: installed' &&
+	modinfo -F vermagic /lib/modules/$KREL2/updates/dkms/nvidia_peermem.ko* | grep -q '^$KREL2 '"
+insh kernel-upgrade-first-kept "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed' &&
+	/usr/lib/nvidia-peer-memory/rust-headers --check $KREL"
+# Drop the second kernel again: the upgrades below rebuild one kernel, not two.
+# Its headers' removal fires the trigger, which takes the Rust overlay out.
+if inlog kernel-remove "dkms remove nvidia-peer-memory/$V -k $KREL2 && apt-get purge -y --autoremove linux-headers-$KREL2"; then
+	ok kernel-remove; else bad kernel-remove "see $LOGS/kernel-remove.log"; fi
+check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KREL2 && test ! -e /var/cache/nvidia-peer-memory/rust-headers/$KREL2/installed"
+
+# --- NVIDIA driver and OFED upgrades ---------------------------------------------------------------
+step "NVIDIA driver and OFED upgrades: fake packages, the dpkg trigger rebuilds"
+fakepkg() { # NAME VERSION FILE-IN-PKG SOURCE-FILE
+	inr sh -ec "d=/tmp/fake-$1-$2; rm -rf \$d; mkdir -p \$d/DEBIAN \$(dirname \$d$3)
+		cp $4 \$d$3 && echo '/* fake $1 $2 */' >>\$d$3
+		printf 'Package: $1\nVersion: $2\nArchitecture: all\nMaintainer: test <test@test.invalid>\nDescription: packaging test stand-in\n' >\$d/DEBIAN/control
+		dpkg-deb -b \$d /build/$1_$2_all.deb >/dev/null"
+}
+# The installed module's inode and time: a reinstall changes them (the bytes
+# may well be identical: the build is reproducible).
+kosum() { inr sh -c "stat -c '%i %.9Y' /lib/modules/$KREL/updates/dkms/nvidia_peermem.ko*"; }
+makelog() { # NAME: copy DKMS's make.log to the logs, print its path
+	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$KREL/x86_64/log/make.log" >"$LOGS/dkms-make-$1.log" 2>&1
+	echo "$LOGS/dkms-make-$1.log"
+}
+fakepkg fake-nvidia-kernel-source 580.1 /usr/src/nvidia-580.1/nvidia/nv-p2p.h /build/src/src/ffi/nv-p2p.h
+fakepkg fake-nvidia-kernel-source 580.2 /usr/src/nvidia-580.2/nvidia/nv-p2p.h /build/src/src/ffi/nv-p2p.h
+fakepkg fake-mlnx-ofed-kernel 24.10 /usr/src/ofa_kernel/default/include/rdma/peer_mem.h /build/src/src/ffi/peer_mem.h
+sum0=$(kosum)
+inlog_progress driver-install "dpkg -i fake-nvidia-kernel-source_580.1_all.deb" || bad driver-install "see $LOGS/driver-install.log"
+sum1=$(kosum)
+check driver-install-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.1/nvidia/nv-p2p.h' '$(makelog driver-install)' && test '$sum0' != '$sum1'"
+inlog_progress driver-upgrade "dpkg -i fake-nvidia-kernel-source_580.2_all.deb" || bad driver-upgrade "see $LOGS/driver-upgrade.log"
+sum2=$(kosum)
+check driver-upgrade-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.2/nvidia/nv-p2p.h' '$(makelog driver-upgrade)' && test '$sum1' != '$sum2'"
+check driver-upgrade-trigger-ran grep -q 'Processing triggers for nvidia-peer-memory-dkms' "$LOGS/driver-upgrade.log"
+inlog_progress ofed-install "dpkg -i fake-mlnx-ofed-kernel_24.10_all.deb" || bad ofed-install "see $LOGS/ofed-install.log"
+check ofed-install-rebuilt grep -q 'peer_mem.h from /usr/src/ofa_kernel/default/include/rdma/peer_mem.h' "$(makelog ofed-install)"
+# A driver whose header does not build: the install succeeds, the module
+# and DKMS's state stay as they were.
+inr sh -c 'echo "#error this GPU driver header does not build" >/tmp/broken-nv-p2p.h'
+fakepkg fake-nvidia-kernel-source 580.3 /usr/src/nvidia-580.3/nvidia/nv-p2p.h /tmp/broken-nv-p2p.h
+sum3=$(kosum)
+if inlog_progress driver-broken "dpkg -i fake-nvidia-kernel-source_580.3_all.deb"; then ok driver-broken-install-succeeds; else
+	bad driver-broken-install-succeeds "see $LOGS/driver-broken.log"; fi
+check driver-broken-module-kept sh -c "test '$sum3' = '$(kosum)' && grep -q 'installed module stays as it was' '$LOGS/driver-broken.log'"
+insh driver-broken-dkms-consistent "dkms status -m nvidia-peer-memory; dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed' &&
+	grep -q 'Error' /var/lib/nvidia-peer-memory/rebuild-$KREL.log || { tail -n 30 /var/lib/nvidia-peer-memory/rebuild-$KREL.log; exit 1; }"
+inlog unrelated-trigger "touch /tmp/x && dpkg-trigger --no-await /usr/src && dpkg --triggers-only -a" || :
+check unrelated-trigger-no-rebuild sh -c "grep -q 'Processing triggers for nvidia-peer-memory-dkms' '$LOGS/unrelated-trigger.log' && ! grep -q rebuilding '$LOGS/unrelated-trigger.log'"
+inr dpkg --purge fake-mlnx-ofed-kernel fake-nvidia-kernel-source >/dev/null 2>&1
+
+# --- the kmod RPM, built against the now Rust-capable stock headers -------------------------------------
+step "kmod RPM: rpmbuild --rebuild against /usr/src/linux-headers-$KREL"
+if inlog rpmbuild-kmod "rpmbuild --rebuild --nodeps --define '_topdir /build/rpmtop-kmod' --define 'dist %{nil}' --define 'KVERSION $KREL' --define 'KDIR /usr/src/linux-headers-$KREL' $SRPM"; then
+	ok rpmbuild-kmod; else bad rpmbuild-kmod "see $LOGS/rpmbuild-kmod.log"; fi
+# Every filter in the rpmlintrc must be used: all packages in one run.
+if inlog rpmlint "rpmlint -r src/rpm/nvidia_peer_memory.rpmlintrc src/rpm/nvidia_peer_memory.spec $SRPM rpmtop/RPMS/*/*.rpm rpmtop-kmod/RPMS/*/*.rpm"; then
+	ok rpmlint; else bad rpmlint "$(grep -E ': [EW]: |errors' "$LOGS/rpmlint.log" | head -n 20)"; fi
+insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -qx /lib/modules/$KREL/extra/nvidia_peermem.ko &&
+	rpm -qp --scripts rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -q 'depmod -a $KREL'"
+
+# --- purge ----------------------------------------------------------------------------------------
+step "dpkg --purge: nothing may stay behind"
+inr rm -f /usr/sbin/policy-rc.d
+if inlog purge "dpkg --purge nvidia-peer-memory nvidia-peer-memory-dkms"; then ok purge; else bad purge "see $LOGS/purge.log"; fi
+snapshot >"$RUN/after.lst"
+check purge-leaves-nothing sh -c "! LC_ALL=C comm -13 '$RUN/before.lst' '$RUN/after.lst' | grep -v -e '^/var/lib/dkms\$' -e '^/etc/modprobe.d\$' | grep ."
+insh purge-module-gone "! ls /lib/modules/*/updates/dkms/nvidia_peermem* 2>/dev/null && test ! -e /var/lib/dkms/nvidia-peer-memory &&
+	test ! -e /usr/src/linux-headers-$KREL/scripts/target.json && test ! -e /usr/src/linux-headers-$KREL/rust &&
+	! ls /etc/rc*.d/*nv_peer_mem 2>/dev/null && test ! -e /etc/infiniband/nv_peer_mem.conf && test ! -e /var/cache/nvidia-peer-memory"
+
+finish
