@@ -100,8 +100,8 @@ LIBDIR_NVPM ?= /usr/lib/nvidia-peer-memory
 SYSTEMD_UNIT_DIR ?= /usr/lib/systemd/system
 MODPROBE_D_DIR ?= /usr/lib/modprobe.d
 DKMS_SOURCES = Makefile Kbuild VERSION dkms.conf scripts/abi-symvers.sh scripts/rust-headers.sh \
-	$(shell find src -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' -o -name Cargo.toml \) \
-		! -name abi_bindings.rs | LC_ALL=C sort)
+	$(shell find src -path src/doctor -prune -o -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \
+		-o -name Cargo.toml \) ! -name abi_bindings.rs -print | LC_ALL=C sort)
 
 install:
 	@test -f nvidia_peermem.ko || { echo "build the module first (make KDIR=...)" >&2; exit 1; }
