@@ -6,8 +6,12 @@
 # Any WARN, BUG, Oops, KASAN report or "Unknown symbol" in dmesg is a failure.
 #
 # Env: KREL, VMLINUZ, DEBIAN_MODULES (from kernel.env); GUEST_SCENARIOS to pick
-# scenarios (glob, default all); GUEST_TIMEOUT seconds (default 600);
-# GUEST_EXTRA_KO space-separated extra .ko files for /lib/modules/.../extra.
+# scenarios (glob, default all); GUEST_SCENARIO_DIR where they are (default
+# tests/guest/scenarios; `make bench` uses tests/bench); GUEST_FILES extra
+# files for the guest's /tests (e.g. parameters a scenario sources);
+# GUEST_TIMEOUT seconds (default 600); GUEST_OUT the output directory
+# (default build/guest); GUEST_EXTRA_KO space-separated extra .ko files for
+# /lib/modules/.../extra.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
@@ -42,7 +46,8 @@ depmod -b "$ROOT" "$KREL"
 
 # Scenarios and what they compare against.
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
-for s in tests/guest/scenarios/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+for f in ${GUEST_FILES:-}; do cp "$f" "$ROOT/tests/"; done
 cat VERSION >"$ROOT/tests/expected-version"
 cp tests/guest/init "$ROOT/init"
 chmod +x "$ROOT/init"

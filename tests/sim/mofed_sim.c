@@ -38,6 +38,7 @@
 
 #include <linux/completion.h>
 #include <linux/device.h>
+#include <linux/dma-mapping.h>
 #include <linux/kref.h>
 #include <linux/log2.h>
 #include <linux/module.h>
@@ -72,6 +73,11 @@ MODULE_PARM_DESC(mode, "MOFED generation: modern (5.4-3+/DOCA), mid (5.1-5.4-2),
 static char *pci_dev;
 module_param(pci_dev, charp, 0444);
 MODULE_PARM_DESC(pci_dev, "PCI device (DDDD:BB:DD.F) used as the HCA's dma_device; default: the first one");
+
+/* mlx5_core: dma_set_max_seg_size(&pdev->dev, 2u * 1024 * 1024 * 1024). */
+static unsigned int max_seg_size = SZ_2G;
+module_param(max_seg_size, uint, 0444);
+MODULE_PARM_DESC(max_seg_size, "DMA max segment size set on the dma_device at load, as mlx5 does (default 2 GiB; 0: leave the device alone)");
 
 enum msim_violation {
 	V_SG_ALIGN, V_SG_COVERAGE, V_NMAP, V_PAGE_SIZE, V_MAP_FAILURE,
@@ -127,6 +133,7 @@ struct msim_mr {
 	bool writable;
 	bool direct;			/* no client: nvidia_p2p_* called directly */
 	bool persistent;		/* direct: the persistent API */
+	bool nocheck;			/* timed loop: no SG walk, no SG snapshot */
 	struct device *dma_device;
 	struct msim_client *client;
 	void *client_ctx;
@@ -161,6 +168,8 @@ static struct {
 	spinlock_t lock;
 	struct list_head all_clients;
 	struct device *pci_device;	/* the HCA's dma_device */
+	bool seg_size_set;		/* max_seg_size applied: restore at unload */
+	unsigned int old_seg_size;	/* dma_parms->max_segment_size before */
 	struct device *nonpci_device;	/* for bad-input tests */
 	struct dentry *debugfs;
 	atomic_long_t registrations, reg_failures, deregistrations;
@@ -563,8 +572,12 @@ static int msim_check_nmap(struct msim_mr *mr, struct sim_reply *r)
 	return -EPROTO;
 }
 
-/* Checks the client's SG list against the range and its page size. */
-static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
+/*
+ * Checks the client's SG list against the range and its page size. With
+ * @walk false (timed loops with "nocheck") only the page size is asked and
+ * checked, as MOFED does: the O(SGEs) checks below are the simulator's own.
+ */
+static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 {
 	const struct peer_memory_client *ops = mr->client->ops;
 	unsigned long pgsz = ops->get_page_size ? ops->get_page_size(mr->client_ctx) : 0;
@@ -581,6 +594,9 @@ static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
 	mr->page_size = pgsz;
 	start = ALIGN_DOWN(mr->va, pgsz);
 	end = ALIGN(mr->va + mr->size, pgsz);
+	mr->sg_va = start;
+	if (!walk)
+		return 0;
 	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
 		if (!sg_dma_len(sg) || !PAGE_ALIGNED(sg_dma_address(sg)) ||
 		    !PAGE_ALIGNED(sg_dma_len(sg))) {
@@ -609,7 +625,6 @@ static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
 		sim_reply(r, "error: the first SGE is not page-size aligned\n");
 		return -EPROTO;
 	}
-	mr->sg_va = start;
 	return 0;
 }
 
@@ -709,10 +724,10 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	}
 	ret = msim_check_nmap(mr, r);
 	if (!ret)
-		ret = msim_check_sg(mr, r);
+		ret = msim_check_sg(mr, !mr->nocheck, r);
 	if (!ret)
 		ret = msim_trim(mr, r);
-	if (!ret)
+	if (!ret && !mr->nocheck)
 		ret = msim_snapshot_sgt(mr);
 	if (!ret)
 		ret = msim_activate(mr, r);
@@ -964,11 +979,19 @@ static int msim_direct_check_mapping(struct msim_mr *mr, struct sim_reply *r)
 	return 0;
 }
 
-/* One SGE per 64 KiB page, as the bare provider hands them out. */
+/*
+ * One SGE per 64 KiB page, as the bare provider hands them out; with
+ * "nocheck" (timed loops) only counted, as the client path then skips its
+ * snapshot too.
+ */
 static int msim_direct_snapshot(struct msim_mr *mr)
 {
 	u32 i;
 
+	if (mr->nocheck) {
+		mr->nmap = mr->dm->entries;
+		return 0;
+	}
 	mr->sges = kvcalloc(mr->dm->entries, sizeof(*mr->sges), GFP_KERNEL);
 	if (!mr->sges)
 		return -ENOMEM;
@@ -1048,6 +1071,7 @@ struct msim_reg_args {
 	bool read_only;
 	bool nonpci;
 	bool persistent;
+	bool nocheck;		/* only with count: see msim_check_sg */
 };
 
 static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
@@ -1065,6 +1089,7 @@ static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
 	mr->inval = a->inval;
 	mr->writable = !a->read_only;
 	mr->persistent = a->persistent;
+	mr->nocheck = a->nocheck;
 	mr->dma_device = a->nonpci ? msim.nonpci_device : msim.pci_device;
 	return mr;
 }
@@ -1156,7 +1181,7 @@ static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 
 /* ---- debugfs: ctl -------------------------------------------------------- */
 
-/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N] */
+/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N [nocheck]] */
 static int msim_parse_reg(int argc, char **argv, bool direct,
 			  struct msim_reg_args *a, struct sim_reply *r)
 {
@@ -1178,6 +1203,8 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 			a->persistent = true;
 		} else if (!strcmp(argv[i], "nonpci")) {
 			a->nonpci = true;
+		} else if (!strcmp(argv[i], "nocheck")) {
+			a->nocheck = true;
 		} else if (!strncmp(argv[i], "count=", 6) &&
 			   !sim_parse_u64(argv[i] + 6, &a->count) && a->count) {
 			continue;
@@ -1185,6 +1212,11 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 			sim_reply(r, "error: unknown option '%s'\n", argv[i]);
 			return -EINVAL;
 		}
+	}
+	/* An MR that stays is always checked: "show" and expect-sg read it. */
+	if (a->nocheck && !a->count) {
+		sim_reply(r, "error: nocheck is only for timed loops (count=N)\n");
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -1382,6 +1414,34 @@ static struct device *msim_find_pci_device(void)
 	return pdev ? &pdev->dev : NULL;
 }
 
+/*
+ * As mlx5_core at probe: the HCA takes DMA segments of up to max_seg_size
+ * (a PCI function's default is 64 KiB, which would keep clients from
+ * coalescing). The old value comes back at unload.
+ */
+static void msim_set_max_seg_size(void)
+{
+	struct device *dev = msim.pci_device;
+
+	if (!max_seg_size)
+		return;
+	if (!dev->dma_parms) {
+		pr_err("%s has no DMA parameters: max_seg_size %u not applied\n",
+		       dev_name(dev), max_seg_size);
+		return;
+	}
+	msim.old_seg_size = dev->dma_parms->max_segment_size;
+	dma_set_max_seg_size(dev, max_seg_size);
+	msim.seg_size_set = true;
+}
+
+static void msim_restore_max_seg_size(void)
+{
+	if (msim.seg_size_set)
+		msim.pci_device->dma_parms->max_segment_size = msim.old_seg_size;
+	msim.seg_size_set = false;
+}
+
 static int __init msim_init(void)
 {
 	struct dentry *d;
@@ -1397,8 +1457,10 @@ static int __init msim_init(void)
 		       pci_dev ?: "");
 		return -ENODEV;
 	}
+	msim_set_max_seg_size();
 	msim.nonpci_device = root_device_register("mofed_sim_nonpci");
 	if (IS_ERR(msim.nonpci_device)) {
+		msim_restore_max_seg_size();
 		pci_dev_put(to_pci_dev(msim.pci_device));
 		return PTR_ERR(msim.nonpci_device);
 	}
@@ -1408,8 +1470,9 @@ static int __init msim_init(void)
 	debugfs_create_file("counters", 0444, d, NULL, &msim_counters_fops);
 	debugfs_create_file("clients", 0444, d, NULL, &msim_clients_fops);
 	debugfs_create_file("mrs", 0444, d, NULL, &msim_mrs_fops);
-	pr_info("simulated MOFED peer-memory core ready: mode %s, dma_device %s\n",
-		msim_mode_names[mode], dev_name(msim.pci_device));
+	pr_info("simulated MOFED peer-memory core ready: mode %s, dma_device %s, max_seg_size %u\n",
+		msim_mode_names[mode], dev_name(msim.pci_device),
+		dma_get_max_seg_size(msim.pci_device));
 	return 0;
 }
 
@@ -1442,6 +1505,7 @@ static void __exit msim_exit(void)
 		kfree(c);
 	}
 	root_device_unregister(msim.nonpci_device);
+	msim_restore_max_seg_size();
 	pci_dev_put(to_pci_dev(msim.pci_device));
 	pr_info("simulated MOFED peer-memory core removed\n");
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `make bench` inside the trixie root (repo at /src, after `make module sims`):
+# runs tests/bench/[0-9]*.sh in a QEMU guest (tests/guest/run.sh), then the
+# report (tests/bench/report.py): a table with the targets and the JSON rows.
+#
+# Env (all optional; tests/README.md "Benchmark"):
+#   BENCH_COSTS     cost_us settings to run, µs per nvidia_p2p_* call (default "0 20")
+#   BENCH_SIZES     buffer sizes (default "64K 2M 64M 1G")
+#   BENCH_LAYOUTS   GPU layouts (default "contiguous fragmented")
+#   BENCH_REPS      repetitions of each timed loop (default 7)
+#   BENCH_LOOP_MS   target length of one timed loop in ms (default 300)
+#   BENCH_MAX_COUNT most cycles in one loop (default 20000)
+#   BENCH_MODE      MOFED generation of the core simulator (default modern)
+#   BENCH_TIMEOUT   seconds before the guest is killed (default 3600)
+#   BENCH_OUT       output directory (default build/bench); the JSON goes to
+#                   build/bench.json (the Makefile copies it to $BENCH_JSON)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${BENCH_OUT:-build/bench}
+mkdir -p "$OUT"
+{
+	for v in BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT BENCH_MODE; do
+		[ -z "${!v:-}" ] || printf "%s='%s'\n" "$v" "${!v}"
+	done
+} >"$OUT/bench.env"
+echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (the guest has 2 vCPUs on a 2-core host: other work skews timings)"
+rc=0
+GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$OUT/bench.env \
+	GUEST_TIMEOUT=${BENCH_TIMEOUT:-3600} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+	tests/guest/run.sh >"$OUT/guest.log" 2>&1 || rc=$?
+grep -E '^guest:|FAIL|SUMMARY' "$OUT/guest.log" || true
+echo "bench: host load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+python3 tests/bench/report.py "$OUT/serial.log.txt" --json build/bench.json --module nvidia_peermem.ko || rc=1
+if [ "$rc" != 0 ]; then
+	echo "bench: the guest run failed (see $OUT/guest.log and $OUT/serial.log.txt)"
+fi
+exit "$rc"
