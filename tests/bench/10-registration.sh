@@ -146,6 +146,18 @@ for size in $BENCH_SIZES; do
 				done
 				rep=$((rep + 1))
 			done
+			# Where the time goes: one more loop per client, timed per phase
+			# (the time stamps cost time too: not used for the ratios).
+			for c in bare_p nv_mem_nc bare_r nv_mem; do
+				eval "n=\$n_$c"
+				out=$(run "$c" "$va" "$size" --count "$n" --nocheck --profile --drain 2>&1) || {
+					fail "$cell/$c/profile" "$out"
+					continue
+				}
+				bench "profile cost=$cost client=$c layout=$layout size=$b $(echo "$out" | awk '
+					NR == 1 { printf "count=%d elapsed_ns=%d drain_ns=%d", $2, $4, $8 }
+					$1 == "phase" { printf " %s=%d", $2, $3 }')"
+			done
 		done
 		nvpm-tool gpu set cost_us 0
 		expect_eq "$cell/nothing-held" 0 "$(nvpm-tool gpu free "$va" 2>&1)"

@@ -91,8 +91,11 @@ def fmt_bytes(b):
     return f"{b:.0f} B"
 
 
+PHASES = ["owner", "get_pages", "dma_map", "dma_unmap", "put_pages", "release", "core"]
+
+
 def parse(log):
-    env, sgs, loops, done = {}, {}, [], False
+    env, sgs, loops, profiles, done = {}, {}, [], {}, False
     for line in log:
         m = re.match(r"^NVPM-BENCH (\w+)(.*)$", line.rstrip("\r\n"))
         if not m:
@@ -109,9 +112,15 @@ def parse(log):
             except ValueError:
                 continue  # a line garbled by a kernel message
             loops.append(loop)
+        elif kind == "profile":
+            try:
+                prof = {k: (v if k in ("client", "layout") else int(v)) for k, v in kv.items()}
+            except ValueError:
+                continue
+            profiles[(prof["cost"], prof["client"], prof["layout"], prof["size"])] = prof
         elif kind == "done":
             done = True
-    return env, sgs, loops, done
+    return env, sgs, loops, profiles, done
 
 
 def ratio_target(size):
@@ -245,6 +254,42 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size):
         print()
 
 
+def print_profiles(profiles):
+    """Where the time goes: one profiled loop per cell, µs per registration."""
+    if not profiles:
+        return
+    print("where the time goes (one extra loop per cell with time stamps, us per registration):")
+    print("  owner = the core's ownership search incl. the client's acquire (which pins); get_pages,")
+    print("  dma_map, dma_unmap, put_pages, release = the client's callbacks (bare: the nvidia_p2p_*")
+    print("  calls); core = the core's own steps; other = the rest of the loop (MR allocation, ...);")
+    print("  drain = waiting for deferred unpins after the loop; client-own = the persistent client's")
+    print("  callbacks minus the bare provider calls of the same size (its own work)")
+    for cost in sorted({k[0] for k in profiles}):
+        print(f"== cost_us={cost}")
+        hdr = (f"{'layout':<11} {'size':>7} {'client':<10} {'total':>9} " +
+               " ".join(f"{p:>9}" for p in PHASES) + f" {'other':>9} {'drain':>9} {'client-own':>10}")
+        print(hdr)
+        print("-" * len(hdr))
+        for (c, name, layout, size), pr in sorted(profiles.items(), key=lambda kv: (
+                kv[0][0], kv[0][2], kv[0][3], ORDER.index(kv[0][1]))):
+            if c != cost:
+                continue
+            n = pr["count"]
+            total = pr["elapsed_ns"] / n
+            phases = [pr.get(p, 0) for p in PHASES]
+            other = total - sum(phases)
+            own = ""
+            bare = profiles.get((c, "bare_p", layout, size))
+            if name == "nv_mem_nc" and bare:
+                mine = sum(pr.get(p, 0) for p in PHASES if p != "core")
+                theirs = sum(bare.get(p, 0) for p in ("get_pages", "dma_map", "dma_unmap", "put_pages"))
+                own = f"{(mine - theirs) / 1e3:.1f}"
+            print(f"{layout:<11} {fmt_size(size):>7} {CLIENTS[name][0] + ('(p)' if name == 'bare_p' else '(r)' if name == 'bare_r' else ''):<10} "
+                  f"{total / 1e3:>9.1f} " + " ".join(f"{v / 1e3:>9.1f}" for v in phases) +
+                  f" {other / 1e3:>9.1f} {pr['drain_ns'] / n / 1e3:>9.1f} {own:>10}")
+        print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log", help="the guest's serial log (build/bench/serial.log.txt)")
@@ -252,7 +297,7 @@ def main():
     ap.add_argument("--module", help="nvidia_peermem.ko, for the context size (DWARF)")
     args = ap.parse_args()
     with open(args.log, encoding="utf-8", errors="replace") as f:
-        env, sgs, loops, done = parse(f)
+        env, sgs, loops, profiles, done = parse(f)
     if not loops:
         print("bench: no measurement in the guest's log", file=sys.stderr)
         return 1
@@ -261,8 +306,15 @@ def main():
     ctx = ctx or CONTEXT_FALLBACK
     sg_size = (dwarf_size(args.module, "scatterlist") if args.module else None) or SCATTERLIST_FALLBACK
     rows = analyse(sgs, loops, ctx, sg_size)
+    for r in rows:
+        pr = profiles.get((r["cost_us"], r["row"], r["layout"], r["size_bytes"]))
+        if pr:
+            r["profile_ns_per_reg"] = dict({p: pr.get(p, 0) for p in PHASES},
+                                           total=pr["elapsed_ns"] / pr["count"],
+                                           drain=pr["drain_ns"] / pr["count"])
     verdicts = judge(rows)
     print_tables(env, rows, verdicts, ctx, ctx_src, sg_size)
+    print_profiles(profiles)
     if not done:
         print("bench: the guest did not finish every measurement", file=sys.stderr)
     keys = ["client", "layout", "size_bytes", "regs_per_sec", "ratio_vs_bare",
@@ -270,7 +322,7 @@ def main():
             # beyond the issue's keys: which run and API the row is, and its spread
             "cost_us", "api", "ns_per_reg", "ns_min", "ns_max", "reps", "count_per_rep",
             "drain_ns_per_reg", "pins_per_reg", "maps_per_reg", "unmaps_per_reg", "unpins_per_reg",
-            "client_bytes_per_reg"]
+            "client_bytes_per_reg", "profile_ns_per_reg"]
     out = []
     for r in rows:
         o = {k: r.get(k) for k in keys}

@@ -11,7 +11,7 @@
 #   BENCH_LOOP_MS   target length of one timed loop in ms (default 300)
 #   BENCH_MAX_COUNT most cycles in one loop (default 20000)
 #   BENCH_MODE      MOFED generation of the core simulator (default modern)
-#   BENCH_TIMEOUT   seconds before the guest is killed (default 3600)
+#   BENCH_TIMEOUT   seconds before the guest is killed (default 1500)
 #   BENCH_OUT       output directory (default build/bench); the JSON goes to
 #                   build/bench.json (the Makefile copies it to $BENCH_JSON)
 set -euo pipefail
@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (the guest has 2 vCPUs on a 2-core host: other work skews timings)"
 rc=0
 GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$OUT/bench.env \
-	GUEST_TIMEOUT=${BENCH_TIMEOUT:-3600} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+	GUEST_TIMEOUT=${BENCH_TIMEOUT:-1500} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 	tests/guest/run.sh >"$OUT/guest.log" 2>&1 || rc=$?
 grep -E '^guest:|FAIL|SUMMARY' "$OUT/guest.log" || true
 echo "bench: host load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"

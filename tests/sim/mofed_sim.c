@@ -91,6 +91,29 @@ static const char *const msim_violation_names[V_COUNT] = {
 	"call_count",
 };
 
+/*
+ * Where a timed loop with "profile" spends its time, per MR, in order: each
+ * msim_phase() call charges the time since the previous one to a phase.
+ * Client MRs: OWNER is the ownership search (the client's acquire), GET_PAGES,
+ * DMA_MAP, DMA_UNMAP, PUT_PAGES and RELEASE the client's callbacks, CORE the
+ * core's own steps (core context, checks, trimming, activation). Direct MRs:
+ * GET_PAGES, DMA_MAP, DMA_UNMAP, PUT_PAGES are the nvidia_p2p_* calls, CORE the
+ * table checks and the snapshot.
+ */
+enum msim_phase {
+	PH_OWNER, PH_GET_PAGES, PH_DMA_MAP, PH_DMA_UNMAP, PH_PUT_PAGES, PH_RELEASE,
+	PH_CORE, PH_COUNT
+};
+
+static const char *const msim_phase_names[PH_COUNT] = {
+	"owner", "get_pages", "dma_map", "dma_unmap", "put_pages", "release", "core",
+};
+
+struct msim_prof {
+	u64 ns[PH_COUNT];
+	u64 mark;			/* the end of the previous phase */
+};
+
 /* A registered (or, until unload, formerly registered) peer-memory client. */
 struct msim_client {
 	struct list_head node;		/* msim.clients while registered */
@@ -134,6 +157,7 @@ struct msim_mr {
 	bool direct;			/* no client: nvidia_p2p_* called directly */
 	bool persistent;		/* direct: the persistent API */
 	bool nocheck;			/* timed loop: no SG walk, no SG snapshot */
+	struct msim_prof *prof;		/* timed loop with "profile" */
 	struct device *dma_device;
 	struct msim_client *client;
 	void *client_ctx;
@@ -179,6 +203,25 @@ static struct {
 } msim;
 
 static DEFINE_XARRAY_ALLOC1(msim_mrs);	/* user-visible MR ids */
+
+/* Starts the profile of @mr's next phase (profiled loops only). */
+static void msim_phase_start(struct msim_mr *mr)
+{
+	if (mr->prof)
+		mr->prof->mark = ktime_get_ns();
+}
+
+/* Charges the time since the last mark to @ph and starts the next phase. */
+static void msim_phase(struct msim_mr *mr, enum msim_phase ph)
+{
+	u64 now;
+
+	if (!mr->prof)
+		return;
+	now = ktime_get_ns();
+	mr->prof->ns[ph] += now - mr->prof->mark;
+	mr->prof->mark = now;
+}
 
 #define msim_violation(v, fmt, ...) \
 	sim_violation(&msim.violations[v], fmt, ##__VA_ARGS__)
@@ -517,12 +560,15 @@ static void msim_unmap_put(struct msim_mr *mr)
 	int ret;
 
 	msim_untrim(mr);
+	msim_phase(mr, PH_CORE);
 	ret = ops->dma_unmap(&mr->sgt, mr->client_ctx, mr->dma_device);
+	msim_phase(mr, PH_DMA_UNMAP);
 	if (ret)
 		msim_violation(V_UNMAP_RETURN, "%s: dma_unmap returned %d (must be 0)",
 			       mr->client->name, ret);
 	mr->unmap_calls++;
 	ops->put_pages(&mr->sgt, mr->client_ctx);
+	msim_phase(mr, PH_PUT_PAGES);
 	mr->put_calls++;
 }
 
@@ -531,8 +577,10 @@ static void msim_release(struct msim_mr *mr)
 {
 	struct msim_client *c = mr->client;
 
+	msim_phase(mr, PH_CORE);
 	if (c->ops->release)
 		c->ops->release(mr->client_ctx);
+	msim_phase(mr, PH_RELEASE);
 	if (mr->unmap_calls > 1 || mr->put_calls > 1)
 		msim_violation(V_CALL_COUNT, "MR %u: dma_unmap called %u times, put_pages %u times",
 			       mr->id, mr->unmap_calls, mr->put_calls);
@@ -698,24 +746,29 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	const struct peer_memory_client *ops;
 	int ret;
 
+	msim_phase_start(mr);
 	if (!msim_find_owner(mr)) {
 		sim_reply(r, "error: no peer memory client claims %#llx + %llu\n",
 			  mr->va, mr->size);
 		return -EFAULT;
 	}
+	msim_phase(mr, PH_OWNER);
 	ops = mr->client->ops;
 	mutex_lock(&mr->mapping_lock);
 	ret = msim_assign_core_context(mr);
 	if (ret)
 		goto out_release;
+	msim_phase(mr, PH_CORE);
 	ret = ops->get_pages(mr->va, mr->size, 1, !mr->writable,
 			     msim_legacy() ? &mr->sgt : NULL, mr->client_ctx,
 			     mr->core_context);
+	msim_phase(mr, PH_GET_PAGES);
 	if (ret) {
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out_release;
 	}
 	ret = msim_client_dma_map(mr, r);
+	msim_phase(mr, PH_DMA_MAP);
 	if (ret) {
 		/* MOFED's unwinding: put_pages without dma_unmap. */
 		ops->put_pages(&mr->sgt, mr->client_ctx);
@@ -731,6 +784,7 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		ret = msim_snapshot_sgt(mr);
 	if (!ret)
 		ret = msim_activate(mr, r);
+	msim_phase(mr, PH_CORE);
 	if (ret)
 		msim_unmap_put(mr);
 out_release:
@@ -773,6 +827,7 @@ static void msim_dereg_client(struct msim_mr *mr)
 	struct msim_client *c = mr->client;
 	bool unmap;
 
+	msim_phase_start(mr);
 	atomic_long_inc(&c->deregs);
 	if (msim_legacy()) {
 		msim_dereg_client_legacy(mr);
@@ -791,6 +846,7 @@ static void msim_dereg_client(struct msim_mr *mr)
 	/* An INVALIDATED umem's client has torn its mapping down itself. */
 	msim_release(mr);
 	msim_forget_core_context(mr);
+	msim_phase(mr, PH_CORE);
 }
 
 /* ---- Invalidation (the function handed to clients) --------------------- */
@@ -927,14 +983,17 @@ static void msim_direct_unpin(struct msim_mr *mr, bool mapped)
 	int ret = 0;
 
 	/* Also fine after a free callback: both then return 0. */
+	msim_phase(mr, PH_CORE);
 	if (mapped)
 		ret = p2p.dma_unmap_pages(msim_direct_peer(mr), mr->pt, mr->dm);
+	msim_phase(mr, PH_DMA_UNMAP);
 	if (ret)
 		pr_err("direct MR %u: nvidia_p2p_dma_unmap_pages failed: %d\n", mr->id, ret);
 	if (mr->persistent)
 		ret = p2p.put_pages_persistent(mr->sg_va, mr->pt, 0);
 	else
 		ret = p2p.put_pages(0, 0, mr->sg_va, mr->pt);
+	msim_phase(mr, PH_PUT_PAGES);
 	if (ret)
 		pr_err("direct MR %u: put_pages failed: %d\n", mr->id, ret);
 }
@@ -1011,6 +1070,7 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 	bool mapped = false;
 	int ret;
 
+	msim_phase_start(mr);
 	if (msim_p2p_get()) {
 		sim_reply(r, "error: the GPU simulator (nvidia) is not loaded\n");
 		return -ENODEV;
@@ -1018,18 +1078,22 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 	mr->sg_va = start;
 	mr->page_size = MSIM_GPU_PAGE_SIZE;
 	mutex_lock(&mr->mapping_lock);
+	msim_phase(mr, PH_CORE);
 	if (mr->persistent)
 		ret = p2p.get_pages_persistent(start, len, &mr->pt, 0);
 	else
 		ret = p2p.get_pages(0, 0, start, len, &mr->pt,
 				    msim_direct_free_callback, mr);
+	msim_phase(mr, PH_GET_PAGES);
 	if (ret) {
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out;
 	}
 	ret = msim_direct_check_table(mr, len, r);
 	if (!ret) {
+		msim_phase(mr, PH_CORE);
 		ret = p2p.dma_map_pages(msim_direct_peer(mr), mr->pt, &mr->dm);
+		msim_phase(mr, PH_DMA_MAP);
 		if (ret)
 			sim_reply(r, "error: dma_map_pages failed: %d\n", ret);
 		mapped = !ret;
@@ -1042,6 +1106,7 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 		msim_direct_unpin(mr, mapped);
 	else
 		WRITE_ONCE(mr->state, MR_MAPPED);
+	msim_phase(mr, PH_CORE);
 out:
 	mutex_unlock(&mr->mapping_lock);
 	if (ret)
@@ -1051,6 +1116,7 @@ out:
 
 static void msim_dereg_direct(struct msim_mr *mr)
 {
+	msim_phase_start(mr);
 	mutex_lock(&mr->mapping_lock);
 	WRITE_ONCE(mr->state, MR_UNMAPPED);
 	mutex_unlock(&mr->mapping_lock);
@@ -1058,6 +1124,7 @@ static void msim_dereg_direct(struct msim_mr *mr)
 	msim_direct_unpin(mr, true);
 	WRITE_ONCE(mr->state, MR_RELEASED);
 	msim_p2p_put();
+	msim_phase(mr, PH_CORE);
 }
 
 /* ---- Registration entry points ------------------------------------------ */
@@ -1072,6 +1139,7 @@ struct msim_reg_args {
 	bool nonpci;
 	bool persistent;
 	bool nocheck;		/* only with count: see msim_check_sg */
+	bool profile;		/* only with count: time per phase (msim_phase) */
 };
 
 static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
@@ -1145,12 +1213,16 @@ static int msim_reg_one(const struct msim_reg_args *a, struct sim_reply *r)
 /* N register/deregister cycles, timed (for benchmarks). */
 static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 {
+	struct msim_prof *prof = a->profile ? kzalloc(sizeof(*prof), GFP_KERNEL) : NULL;
 	u64 i, t0, elapsed;
 	struct msim_mr *mr;
-	int ret = 0;
+	int ret = 0, ph;
 
+	if (a->profile && !prof)
+		return -ENOMEM;
 	/* Direct mode: resolve the provider once, not per cycle. */
 	if (a->direct && msim_p2p_get()) {
+		kfree(prof);
 		sim_reply(r, "error: the GPU simulator (nvidia) is not loaded\n");
 		return -ENODEV;
 	}
@@ -1161,6 +1233,7 @@ static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 			ret = -ENOMEM;
 			break;
 		}
+		mr->prof = prof;
 		ret = msim_register(mr, r);
 		if (!ret)
 			msim_deregister(mr);
@@ -1168,20 +1241,23 @@ static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 		cond_resched();
 	}
 	elapsed = ktime_get_ns() - t0;
+	if (ret)
+		sim_reply(r, "error: cycle %llu failed: %d\n", i, ret);
+	else
+		sim_reply(r, "count %llu elapsed_ns %llu per_op_ns %llu\n", a->count,
+			  elapsed, div64_u64(elapsed, a->count));
+	for (ph = 0; prof && !ret && ph < PH_COUNT; ph++)
+		sim_reply(r, "phase %s %llu\n", msim_phase_names[ph],
+			  div64_u64(prof->ns[ph], a->count));
+	kfree(prof);
 	if (a->direct)
 		msim_p2p_put();
-	if (ret) {
-		sim_reply(r, "error: cycle %llu failed: %d\n", i, ret);
-		return ret;
-	}
-	sim_reply(r, "count %llu elapsed_ns %llu per_op_ns %llu\n", a->count, elapsed,
-		  div64_u64(elapsed, a->count));
-	return 0;
+	return ret;
 }
 
 /* ---- debugfs: ctl -------------------------------------------------------- */
 
-/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N [nocheck]] */
+/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N [nocheck] [profile]] */
 static int msim_parse_reg(int argc, char **argv, bool direct,
 			  struct msim_reg_args *a, struct sim_reply *r)
 {
@@ -1205,6 +1281,8 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 			a->nonpci = true;
 		} else if (!strcmp(argv[i], "nocheck")) {
 			a->nocheck = true;
+		} else if (!strcmp(argv[i], "profile")) {
+			a->profile = true;
 		} else if (!strncmp(argv[i], "count=", 6) &&
 			   !sim_parse_u64(argv[i] + 6, &a->count) && a->count) {
 			continue;
@@ -1214,8 +1292,8 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 		}
 	}
 	/* An MR that stays is always checked: "show" and expect-sg read it. */
-	if (a->nocheck && !a->count) {
-		sim_reply(r, "error: nocheck is only for timed loops (count=N)\n");
+	if ((a->nocheck || a->profile) && !a->count) {
+		sim_reply(r, "error: nocheck and profile are only for timed loops (count=N)\n");
 		return -EINVAL;
 	}
 	return 0;

@@ -21,12 +21,13 @@ GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
   gpu buffers | pins | pages | devices | injections
 
 MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
-  core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N [--nocheck] [--drain]]
+  core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
                                         prints the MR id
-  core direct VA SIZE [--persistent] [--nonpci] [--count N [--nocheck] [--drain]]
+  core direct VA SIZE [--persistent] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
                                         (no client)
                                         with --count: N timed reg/dereg cycles;
                                         --nocheck: without the core's SG checks and snapshot;
+                                        --profile: also 'phase NAME NS' per cycle;
                                         --drain: then wait for deferred unpins, add drain_ns
   core dereg ID|all
   core show ID [FIELD] | core sg ID | core state ID | core events ID
@@ -127,9 +128,9 @@ pub fn gpu_inject(args: &[String]) -> Result<String, Usage> {
 /// `core reg|direct VA SIZE [options]` as a ctl command.
 pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
     let flags: &[&str] = if direct {
-        &["persistent", "nonpci", "nocheck"]
+        &["persistent", "nonpci", "nocheck", "profile"]
     } else {
-        &["inval", "ro", "nonpci", "nocheck"]
+        &["inval", "ro", "nonpci", "nocheck", "profile"]
     };
     let a = Args::split(args, flags, &["count"])?;
     a.expect(2, 2, "VA SIZE [options]")?;
@@ -145,8 +146,8 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
             return Err(Usage("--count must be at least 1".into()));
         }
         cmd += &format!(" count={n}");
-    } else if a.flags.iter().any(|f| f == "nocheck") {
-        return Err(Usage("--nocheck goes with --count".into()));
+    } else if a.flags.iter().any(|f| f == "nocheck" || f == "profile") {
+        return Err(Usage("--nocheck and --profile go with --count".into()));
     }
     Ok(cmd)
 }
@@ -231,5 +232,10 @@ mod tests {
             Ok("direct 0x1000 65536 nocheck persistent count=1".into())
         );
         assert!(core_reg(false, &v("0x1000 64K --nocheck")).is_err());
+        assert!(core_reg(true, &v("0x1000 64K --profile")).is_err());
+        assert_eq!(
+            core_reg(true, &v("0x1000 64K --count 2 --profile")),
+            Ok("direct 0x1000 65536 profile count=2".into())
+        );
     }
 }

@@ -167,8 +167,8 @@ fn wait_idle(args: &[String]) -> Result<String> {
 }
 
 /// `core reg|direct ... --count N [--drain]`: with --drain, after the timed
-/// loop waits until the GPU simulator holds no pin or mapping and appends
-/// `drain_ns D` to the timing line: the time from the loop's end (the ctl
+/// loop waits until the GPU simulator holds no pin or mapping and adds
+/// `drain_ns D` at the end of the timing line: the time from the loop's end (the ctl
 /// write returning) until a client's deferred unpins had all run, 0 if none
 /// was left.
 fn core_reg(direct: bool, args: &[String]) -> Result<String> {
@@ -184,7 +184,9 @@ fn core_reg(direct: bool, args: &[String]) -> Result<String> {
     let reply = CORE.ctl(&cmd)?;
     let end = std::time::Instant::now();
     let ns = wait_idle_since(end, 60_000)?;
-    Ok(format!("{} drain_ns {ns}\n", reply.trim_end()))
+    // On the timing line, the first; "phase" lines (--profile) follow it.
+    let (first, rest) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
+    Ok(format!("{first} drain_ns {ns}\n{rest}"))
 }
 
 /// The MR @id as `show` describes it.
