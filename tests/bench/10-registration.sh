@@ -18,8 +18,10 @@
 #
 # Parameters (/tests/bench.env, written by `make bench`): BENCH_COSTS (cost_us
 # values, µs per nvidia_p2p_* call), BENCH_SIZES, BENCH_LAYOUTS, BENCH_REPS,
-# BENCH_LOOP_MS (target length of one timed loop), BENCH_MAX_COUNT, BENCH_MODE.
-# shellcheck shell=sh
+# BENCH_LOOP_MS (target length of one timed loop), BENCH_MAX_COUNT, BENCH_MODE,
+# BENCH_CHECKS (1: timed loops with the core simulator's own O(SGEs) checks
+# and snapshot, i.e. without --nocheck; the default 0 is the fair comparison).
+# shellcheck shell=sh disable=SC2086 # $nocheck: empty or one word
 . /tests/lib.sh
 . /tests/client-lib.sh
 # shellcheck source=/dev/null
@@ -27,6 +29,9 @@
 : "${BENCH_COSTS:=0 20}" "${BENCH_SIZES:=64K 2M 64M 1G}"
 : "${BENCH_LAYOUTS:=contiguous fragmented}" "${BENCH_REPS:=7}"
 : "${BENCH_LOOP_MS:=300}" "${BENCH_MAX_COUNT:=20000}" "${BENCH_MODE:=modern}"
+: "${BENCH_CHECKS:=0}"
+nocheck=--nocheck
+[ "$BENCH_CHECKS" = 0 ] || nocheck=
 
 bench() { echo "NVPM-BENCH $*"; }
 
@@ -97,7 +102,7 @@ verify() {
 loop() {
 	l_t=$1 l_c=$2 l_va=$3 l_size=$4 l_n=$5
 	l_before=$(counters)
-	if ! l_out=$(run "$l_c" "$l_va" "$l_size" --count "$l_n" --nocheck --drain 2>&1); then
+	if ! l_out=$(run "$l_c" "$l_va" "$l_size" --count "$l_n" $nocheck --drain 2>&1); then
 		fail "$l_t/loop" "$l_out"
 		return 1
 	fi
@@ -106,7 +111,7 @@ loop() {
 }
 
 load_stack bench "mode=$BENCH_MODE" "" "persistent_api_support=0" || exit 1
-bench "env mode=$BENCH_MODE max_seg_size=$(cat /sys/module/mofed_peer_sim/parameters/max_seg_size) cpus=$(nproc) reps=$BENCH_REPS loop_ms=$BENCH_LOOP_MS kernel=$(uname -r)"
+bench "env checks=$BENCH_CHECKS mode=$BENCH_MODE max_seg_size=$(cat /sys/module/mofed_peer_sim/parameters/max_seg_size) cpus=$(nproc) reps=$BENCH_REPS loop_ms=$BENCH_LOOP_MS kernel=$(uname -r)"
 for size in $BENCH_SIZES; do
 	b=$(bytes "$size")
 	for layout in $BENCH_LAYOUTS; do
@@ -124,7 +129,7 @@ for size in $BENCH_SIZES; do
 			nvpm-tool gpu set cost_us "$cost"
 			# Calibration: N cycles take about BENCH_LOOP_MS.
 			for c in bare_p bare_r nv_mem_nc nv_mem; do
-				per=$(run "$c" "$va" "$size" --count 3 --nocheck --drain | awk '{printf "%d\n", ($4 + $8) / 3 + 1}')
+				per=$(run "$c" "$va" "$size" --count 3 $nocheck --drain | awk '{printf "%d\n", ($4 + $8) / 3 + 1}')
 				n=$((BENCH_LOOP_MS * 1000000 / ${per:-1000000}))
 				[ "$n" -ge 3 ] || n=3
 				[ "$n" -le "$BENCH_MAX_COUNT" ] || n=$BENCH_MAX_COUNT
@@ -150,7 +155,7 @@ for size in $BENCH_SIZES; do
 			# (the time stamps cost time too: not used for the ratios).
 			for c in bare_p nv_mem_nc bare_r nv_mem; do
 				eval "n=\$n_$c"
-				out=$(run "$c" "$va" "$size" --count "$n" --nocheck --profile --drain 2>&1) || {
+				out=$(run "$c" "$va" "$size" --count "$n" $nocheck --profile --drain 2>&1) || {
 					fail "$cell/$c/profile" "$out"
 					continue
 				}

@@ -210,7 +210,9 @@ def judge(rows):
 def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size):
     print(f"Registration benchmark: MOFED core simulator mode {env.get('mode', '?')}, "
           f"HCA max_seg_size {env.get('max_seg_size', '?')}, guest {env.get('cpus', '?')} CPUs "
-          f"(QEMU TCG), {env.get('reps', '?')} repetitions of ~{env.get('loop_ms', '?')} ms loops")
+          f"(QEMU TCG), {env.get('reps', '?')} repetitions of ~{env.get('loop_ms', '?')} ms loops, "
+          + ("WITH the core simulator's own O(SGE) checks in the loops (BENCH_CHECKS=1)"
+             if env.get("checks") == "1" else "loops without the core simulator's own checks (nocheck)"))
     print("time/reg = (loop + drain of deferred unpins) / N, median over repetitions; "
           "spread = min..max; ratio = median of paired ratios to bare of the same API (min..max)")
     print(f"client memory derived: context {ctx_bytes} B ({ctx_src}) -> kmalloc "

@@ -11,6 +11,7 @@
 #   BENCH_LOOP_MS   target length of one timed loop in ms (default 300)
 #   BENCH_MAX_COUNT most cycles in one loop (default 20000)
 #   BENCH_MODE      MOFED generation of the core simulator (default modern)
+#   BENCH_CHECKS    1: timed loops keep the core simulator's O(SGEs) checks (default 0)
 #   BENCH_TIMEOUT   seconds before the guest is killed (default 1500)
 #   BENCH_OUT       output directory (default build/bench); the JSON goes to
 #                   build/bench.json (the Makefile copies it to $BENCH_JSON)
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/../.."
 OUT=${BENCH_OUT:-build/bench}
 mkdir -p "$OUT"
 {
-	for v in BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT BENCH_MODE; do
+	for v in BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT BENCH_MODE BENCH_CHECKS; do
 		[ -z "${!v:-}" ] || printf "%s='%s'\n" "$v" "${!v}"
 	done
 } >"$OUT/bench.env"
