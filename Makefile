@@ -34,7 +34,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
 BENCH_JSON ?= build/bench.json
 BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT \
-	BENCH_MODE BENCH_CHECKS BENCH_TIMEOUT
+	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT
 BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
 
 all: module

@@ -27,8 +27,8 @@
 # shellcheck source=/dev/null
 [ ! -r /tests/bench.env ] || . /tests/bench.env
 : "${BENCH_COSTS:=0 20}" "${BENCH_SIZES:=64K 2M 64M 1G}"
-: "${BENCH_LAYOUTS:=contiguous fragmented}" "${BENCH_REPS:=7}"
-: "${BENCH_LOOP_MS:=300}" "${BENCH_MAX_COUNT:=20000}" "${BENCH_MODE:=modern}"
+: "${BENCH_LAYOUTS:=contiguous fragmented}" "${BENCH_REPS:=5}"
+: "${BENCH_LOOP_MS:=100}" "${BENCH_MAX_COUNT:=20000}" "${BENCH_MODE:=modern}"
 : "${BENCH_CHECKS:=0}"
 nocheck=--nocheck
 [ "$BENCH_CHECKS" = 0 ] || nocheck=

@@ -7,11 +7,13 @@
 #   BENCH_COSTS     cost_us settings to run, µs per nvidia_p2p_* call (default "0 20")
 #   BENCH_SIZES     buffer sizes (default "64K 2M 64M 1G")
 #   BENCH_LAYOUTS   GPU layouts (default "contiguous fragmented")
-#   BENCH_REPS      repetitions of each timed loop (default 7)
-#   BENCH_LOOP_MS   target length of one timed loop in ms (default 300)
+#   BENCH_REPS      repetitions of each timed loop (default 5)
+#   BENCH_LOOP_MS   target length of one timed loop in guest ms (default 100)
 #   BENCH_MAX_COUNT most cycles in one loop (default 20000)
 #   BENCH_MODE      MOFED generation of the core simulator (default modern)
 #   BENCH_CHECKS    1: timed loops keep the core simulator's O(SGEs) checks (default 0)
+#   BENCH_ICOUNT    QEMU -icount setting (default shift=0,sleep=off: guest time is
+#                   1 ns per guest instruction, idle time is skipped; "off": real time)
 #   BENCH_TIMEOUT   seconds before the guest is killed (default 1500)
 #   BENCH_OUT       output directory (default build/bench); the JSON goes to
 #                   build/bench.json (the Makefile copies it to $BENCH_JSON)
@@ -25,8 +27,12 @@ mkdir -p "$OUT"
 	done
 } >"$OUT/bench.env"
 echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (the guest has 2 vCPUs on a 2-core host: other work skews timings)"
+icount=${BENCH_ICOUNT:-shift=0,sleep=off}
+qemu_args=
+[ "$icount" = off ] || qemu_args="-icount $icount"
+echo "bench: QEMU ${qemu_args:-without -icount (guest time is real time)}"
 rc=0
-GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$OUT/bench.env \
+GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$OUT/bench.env \
 	GUEST_TIMEOUT=${BENCH_TIMEOUT:-1500} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 	tests/guest/run.sh >"$OUT/guest.log" 2>&1 || rc=$?
 grep -E '^guest:|FAIL|SUMMARY' "$OUT/guest.log" || true

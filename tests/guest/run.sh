@@ -11,7 +11,8 @@
 # files for the guest's /tests (e.g. parameters a scenario sources);
 # GUEST_TIMEOUT seconds (default 600); GUEST_OUT the output directory
 # (default build/guest); GUEST_EXTRA_KO space-separated extra .ko files for
-# /lib/modules/.../extra.
+# /lib/modules/.../extra; GUEST_QEMU_ARGS extra QEMU options (`make bench`:
+# -icount).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
@@ -56,10 +57,11 @@ chmod +x "$ROOT/init"
 echo "guest: booting $KREL (TCG), scenarios: $(cd "$ROOT/tests" && ls [0-9]*.sh | wc -l)"
 rm -f "$LOG"
 t0=$SECONDS
+# shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
 timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2 \
 	-nographic -no-reboot -serial "file:$LOG" -monitor none \
 	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
-	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic" >"$OUT/qemu.out" 2>&1 || true
+	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
 echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"
