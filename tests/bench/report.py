@@ -207,12 +207,17 @@ def judge(rows):
     return out
 
 
-def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size):
+def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
     print(f"Registration benchmark: MOFED core simulator mode {env.get('mode', '?')}, "
           f"HCA max_seg_size {env.get('max_seg_size', '?')}, guest {env.get('cpus', '?')} CPUs "
           f"(QEMU TCG), {env.get('reps', '?')} repetitions of ~{env.get('loop_ms', '?')} ms loops, "
           + ("WITH the core simulator's own O(SGE) checks in the loops (BENCH_CHECKS=1)"
              if env.get("checks") == "1" else "loops without the core simulator's own checks (nocheck)"))
+    if icount != "off":
+        print(f"guest time: QEMU -icount {icount}: a guest ns is a guest instruction (shift=0), "
+              "idle time is skipped; the work of both vCPUs counts, the host's load does not")
+    else:
+        print("guest time: real time (no -icount): the host's load shows in the timings")
     print("time/reg = (loop + drain of deferred unpins) / N, median over repetitions; "
           "spread = min..max; ratio = median of paired ratios to bare of the same API (min..max)")
     print(f"client memory derived: context {ctx_bytes} B ({ctx_src}) -> kmalloc "
@@ -297,6 +302,7 @@ def main():
     ap.add_argument("log", help="the guest's serial log (build/bench/serial.log.txt)")
     ap.add_argument("--json", required=True, help="where to write the JSON rows")
     ap.add_argument("--module", help="nvidia_peermem.ko, for the context size (DWARF)")
+    ap.add_argument("--icount", default="off", help="QEMU's -icount setting of the run")
     args = ap.parse_args()
     with open(args.log, encoding="utf-8", errors="replace") as f:
         env, sgs, loops, profiles, done = parse(f)
@@ -315,7 +321,7 @@ def main():
                                            total=pr["elapsed_ns"] / pr["count"],
                                            drain=pr["drain_ns"] / pr["count"])
     verdicts = judge(rows)
-    print_tables(env, rows, verdicts, ctx, ctx_src, sg_size)
+    print_tables(env, rows, verdicts, ctx, ctx_src, sg_size, args.icount)
     print_profiles(profiles)
     if not done:
         print("bench: the guest did not finish every measurement", file=sys.stderr)
@@ -328,6 +334,7 @@ def main():
     out = []
     for r in rows:
         o = {k: r.get(k) for k in keys}
+        o["guest_clock"] = f"icount {args.icount}" if args.icount != "off" else "real"
         o["ratio_min"] = min(r["ratios"]) if r["ratios"] else None
         o["ratio_max"] = max(r["ratios"]) if r["ratios"] else None
         o["ratio_target_met"] = None if r["client"] == "bare" else bool(
