@@ -26,11 +26,11 @@ mkdir -p "$OUT"
 		[ -z "${!v:-}" ] || printf "%s='%s'\n" "$v" "${!v}"
 	done
 } >"$OUT/bench.env"
-echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (the guest has 2 vCPUs on a 2-core host: other work skews timings)"
 icount=${BENCH_ICOUNT:-shift=0,sleep=off}
 qemu_args=
 [ "$icount" = off ] || qemu_args="-icount $icount"
-echo "bench: QEMU ${qemu_args:-without -icount (guest time is real time)}"
+echo "bench: QEMU ${qemu_args:-without -icount: guest time is real time, other work on the host skews it}"
+echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0
 GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$OUT/bench.env \
 	GUEST_TIMEOUT=${BENCH_TIMEOUT:-1500} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
