@@ -148,7 +148,7 @@ fn wait_idle_since(since: std::time::Instant, timeout_ms: u64) -> Result<u128> {
             )));
         }
         first = false;
-        std::thread::sleep(std::time::Duration::from_micros(200));
+        std::thread::sleep(std::time::Duration::from_micros(20));
     }
 }
 
