@@ -4,6 +4,7 @@
 #   make            provision what is missing, build nvidia_peermem.ko for Debian's 7.3 kernel
 #   make check      host tests, then guest tests in QEMU; ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1, rustfmt --check, shellcheck
+#   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 
 KDIR ?=
@@ -28,8 +29,14 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	PEER_MEM_INC=$(if $(PEER_MEM_H),$(dir $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module sims tool provision check check-host check-guest lint fmt clean \
+.PHONY: all module sims tool provision check check-host check-guest bench lint fmt clean \
 	install install-dkms install-utils check-packaging
+
+# `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
+BENCH_JSON ?= build/bench.json
+BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT \
+	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT
+BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
 
 all: module
 
@@ -50,6 +57,11 @@ tool:
 
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
+
+bench: module tool
+	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(BENCH_ENV) bench'
+	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
+	@echo "bench: JSON in $(BENCH_JSON)"
 
 fmt: provision
 	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
@@ -76,6 +88,9 @@ lint: build/abi.symvers
 
 check-guest: module sims
 	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" tests/guest/run.sh
+
+bench: module sims
+	$(BENCH_ENV) tests/bench/run.sh
 endif
 
 check-host:

@@ -6,8 +6,13 @@
 # Any WARN, BUG, Oops, KASAN report or "Unknown symbol" in dmesg is a failure.
 #
 # Env: KREL, VMLINUZ, DEBIAN_MODULES (from kernel.env); GUEST_SCENARIOS to pick
-# scenarios (glob, default all); GUEST_TIMEOUT seconds (default 600);
-# GUEST_EXTRA_KO space-separated extra .ko files for /lib/modules/.../extra.
+# scenarios (glob, default all); GUEST_SCENARIO_DIR where they are (default
+# tests/guest/scenarios; `make bench` uses tests/bench); GUEST_FILES extra
+# files for the guest's /tests (e.g. parameters a scenario sources);
+# GUEST_TIMEOUT seconds (default 600); GUEST_OUT the output directory
+# (default build/guest); GUEST_EXTRA_KO space-separated extra .ko files for
+# /lib/modules/.../extra; GUEST_QEMU_ARGS extra QEMU options (`make bench`:
+# -icount).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
@@ -45,7 +50,8 @@ depmod -b "$ROOT" "$KREL"
 
 # Scenarios and what they compare against.
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
-for s in tests/guest/scenarios/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+for f in ${GUEST_FILES:-}; do cp "$f" "$ROOT/tests/"; done
 cat VERSION >"$ROOT/tests/expected-version"
 # The service files as the packages install them, Debian's `service` and
 # dash (busybox sh runs its own applets, not kmod), staged for the
@@ -60,10 +66,11 @@ chmod +x "$ROOT/init"
 echo "guest: booting $KREL (TCG), scenarios: $(cd "$ROOT/tests" && ls [0-9]*.sh | wc -l)"
 rm -f "$LOG"
 t0=$SECONDS
+# shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
 timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2 \
 	-nographic -no-reboot -serial "file:$LOG" -monitor none \
 	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
-	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic" >"$OUT/qemu.out" 2>&1 || true
+	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
 echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"

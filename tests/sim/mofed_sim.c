@@ -39,6 +39,7 @@
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/device.h>
+#include <linux/dma-mapping.h>
 #include <linux/kref.h>
 #include <linux/log2.h>
 #include <linux/module.h>
@@ -75,6 +76,11 @@ static char *pci_dev;
 module_param(pci_dev, charp, 0444);
 MODULE_PARM_DESC(pci_dev, "PCI device (DDDD:BB:DD.F) used as the HCA's dma_device; default: the first one");
 
+/* mlx5_core: dma_set_max_seg_size(&pdev->dev, 2u * 1024 * 1024 * 1024). */
+static unsigned int max_seg_size = SZ_2G;
+module_param(max_seg_size, uint, 0444);
+MODULE_PARM_DESC(max_seg_size, "DMA max segment size set on the dma_device at load, as mlx5 does (default 2 GiB; 0: leave the device alone)");
+
 enum msim_violation {
 	V_SG_ALIGN, V_SG_COVERAGE, V_NMAP, V_PAGE_SIZE, V_MAP_FAILURE,
 	V_AFTER_RELEASE, V_BAD_HANDLE, V_NO_INVALIDATION, V_UNMAP_RETURN,
@@ -85,6 +91,29 @@ static const char *const msim_violation_names[V_COUNT] = {
 	"sg_align", "sg_coverage", "nmap", "page_size", "map_failure",
 	"after_release", "bad_handle", "no_invalidation", "unmap_return",
 	"call_count",
+};
+
+/*
+ * Where a timed loop with "profile" spends its time, per MR, in order: each
+ * msim_phase() call charges the time since the previous one to a phase.
+ * Client MRs: OWNER is the ownership search (the client's acquire), GET_PAGES,
+ * DMA_MAP, DMA_UNMAP, PUT_PAGES and RELEASE the client's callbacks, CORE the
+ * core's own steps (core context, checks, trimming, activation). Direct MRs:
+ * GET_PAGES, DMA_MAP, DMA_UNMAP, PUT_PAGES are the nvidia_p2p_* calls, CORE the
+ * table checks and the snapshot.
+ */
+enum msim_phase {
+	PH_OWNER, PH_GET_PAGES, PH_DMA_MAP, PH_DMA_UNMAP, PH_PUT_PAGES, PH_RELEASE,
+	PH_CORE, PH_COUNT
+};
+
+static const char *const msim_phase_names[PH_COUNT] = {
+	"owner", "get_pages", "dma_map", "dma_unmap", "put_pages", "release", "core",
+};
+
+struct msim_prof {
+	u64 ns[PH_COUNT];
+	u64 mark;			/* the end of the previous phase */
 };
 
 /* A registered (or, until unload, formerly registered) peer-memory client. */
@@ -129,6 +158,8 @@ struct msim_mr {
 	bool writable;
 	bool direct;			/* no client: nvidia_p2p_* called directly */
 	bool persistent;		/* direct: the persistent API */
+	bool nocheck;			/* timed loop: no SG walk, no SG snapshot */
+	struct msim_prof *prof;		/* timed loop with "profile" */
 	struct device *dma_device;
 	struct msim_client *client;
 	void *client_ctx;
@@ -164,6 +195,8 @@ static struct {
 	spinlock_t lock;
 	struct list_head all_clients;
 	struct device *pci_device;	/* the HCA's dma_device */
+	bool seg_size_set;		/* max_seg_size applied: restore at unload */
+	unsigned int old_seg_size;	/* dma_parms->max_segment_size before */
 	struct device *nonpci_device;	/* for bad-input tests */
 	struct dentry *debugfs;
 	atomic_long_t registrations, reg_failures, deregistrations;
@@ -173,6 +206,25 @@ static struct {
 } msim;
 
 static DEFINE_XARRAY_ALLOC1(msim_mrs);	/* user-visible MR ids */
+
+/* Starts the profile of @mr's next phase (profiled loops only). */
+static void msim_phase_start(struct msim_mr *mr)
+{
+	if (mr->prof)
+		mr->prof->mark = ktime_get_ns();
+}
+
+/* Charges the time since the last mark to @ph and starts the next phase. */
+static void msim_phase(struct msim_mr *mr, enum msim_phase ph)
+{
+	u64 now;
+
+	if (!mr->prof)
+		return;
+	now = ktime_get_ns();
+	mr->prof->ns[ph] += now - mr->prof->mark;
+	mr->prof->mark = now;
+}
 
 #define msim_violation(v, fmt, ...) \
 	sim_violation(&msim.violations[v], fmt, ##__VA_ARGS__)
@@ -577,13 +629,16 @@ static void msim_unmap_put(struct msim_mr *mr)
 	int ret;
 
 	msim_untrim(mr);
+	msim_phase(mr, PH_CORE);
 	ret = ops->dma_unmap(&mr->sgt, mr->client_ctx, mr->dma_device);
+	msim_phase(mr, PH_DMA_UNMAP);
 	if (ret)
 		msim_violation(V_UNMAP_RETURN, "%s: dma_unmap returned %d (must be 0)",
 			       mr->client->name, ret);
 	mr->unmap_calls++;
 	msim_free_hook(mr, FREE_AT_PUT_PAGES);
 	ops->put_pages(&mr->sgt, mr->client_ctx);
+	msim_phase(mr, PH_PUT_PAGES);
 	mr->put_calls++;
 }
 
@@ -592,8 +647,10 @@ static void msim_release(struct msim_mr *mr)
 {
 	struct msim_client *c = mr->client;
 
+	msim_phase(mr, PH_CORE);
 	if (c->ops->release)
 		c->ops->release(mr->client_ctx);
+	msim_phase(mr, PH_RELEASE);
 	if (mr->unmap_calls > 1 || mr->put_calls > 1)
 		msim_violation(V_CALL_COUNT, "MR %u: dma_unmap called %u times, put_pages %u times",
 			       mr->id, mr->unmap_calls, mr->put_calls);
@@ -633,8 +690,12 @@ static int msim_check_nmap(struct msim_mr *mr, struct sim_reply *r)
 	return -EPROTO;
 }
 
-/* Checks the client's SG list against the range and its page size. */
-static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
+/*
+ * Checks the client's SG list against the range and its page size. With
+ * @walk false (timed loops with "nocheck") only the page size is asked and
+ * checked, as MOFED does: the O(SGEs) checks below are the simulator's own.
+ */
+static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 {
 	const struct peer_memory_client *ops = mr->client->ops;
 	unsigned long pgsz = ops->get_page_size ? ops->get_page_size(mr->client_ctx) : 0;
@@ -651,6 +712,9 @@ static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
 	mr->page_size = pgsz;
 	start = ALIGN_DOWN(mr->va, pgsz);
 	end = ALIGN(mr->va + mr->size, pgsz);
+	mr->sg_va = start;
+	if (!walk)
+		return 0;
 	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
 		if (!sg_dma_len(sg) || !PAGE_ALIGNED(sg_dma_address(sg)) ||
 		    !PAGE_ALIGNED(sg_dma_len(sg))) {
@@ -679,7 +743,6 @@ static int msim_check_sg(struct msim_mr *mr, struct sim_reply *r)
 		sim_reply(r, "error: the first SGE is not page-size aligned\n");
 		return -EPROTO;
 	}
-	mr->sg_va = start;
 	return 0;
 }
 
@@ -753,26 +816,31 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	const struct peer_memory_client *ops;
 	int ret;
 
+	msim_phase_start(mr);
 	if (!msim_find_owner(mr)) {
 		sim_reply(r, "error: no peer memory client claims %#llx + %llu\n",
 			  mr->va, mr->size);
 		return -EFAULT;
 	}
+	msim_phase(mr, PH_OWNER);
 	ops = mr->client->ops;
 	mutex_lock(&mr->mapping_lock);
 	ret = msim_assign_core_context(mr);
 	if (ret)
 		goto out_release;
 	msim_free_hook(mr, FREE_AT_GET_PAGES);
+	msim_phase(mr, PH_CORE);
 	ret = ops->get_pages(mr->va, mr->size, 1, !mr->writable,
 			     msim_legacy() ? &mr->sgt : NULL, mr->client_ctx,
 			     mr->core_context);
+	msim_phase(mr, PH_GET_PAGES);
 	if (ret) {
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out_release;
 	}
 	msim_free_hook(mr, FREE_AT_DMA_MAP);
 	ret = msim_client_dma_map(mr, r);
+	msim_phase(mr, PH_DMA_MAP);
 	if (ret) {
 		/* MOFED's unwinding: put_pages without dma_unmap. */
 		ops->put_pages(&mr->sgt, mr->client_ctx);
@@ -781,13 +849,14 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	}
 	ret = msim_check_nmap(mr, r);
 	if (!ret)
-		ret = msim_check_sg(mr, r);
+		ret = msim_check_sg(mr, !mr->nocheck, r);
 	if (!ret)
 		ret = msim_trim(mr, r);
-	if (!ret)
+	if (!ret && !mr->nocheck)
 		ret = msim_snapshot_sgt(mr);
 	if (!ret)
 		ret = msim_activate(mr, r);
+	msim_phase(mr, PH_CORE);
 	if (ret)
 		msim_unmap_put(mr);
 out_release:
@@ -830,6 +899,7 @@ static void msim_dereg_client(struct msim_mr *mr)
 	struct msim_client *c = mr->client;
 	bool unmap;
 
+	msim_phase_start(mr);
 	atomic_long_inc(&c->deregs);
 	if (msim_legacy()) {
 		msim_dereg_client_legacy(mr);
@@ -848,6 +918,7 @@ static void msim_dereg_client(struct msim_mr *mr)
 	/* An INVALIDATED umem's client has torn its mapping down itself. */
 	msim_release(mr);
 	msim_forget_core_context(mr);
+	msim_phase(mr, PH_CORE);
 }
 
 /* ---- Invalidation (the function handed to clients) --------------------- */
@@ -986,14 +1057,17 @@ static void msim_direct_unpin(struct msim_mr *mr, bool mapped)
 	int ret = 0;
 
 	/* Also fine after a free callback: both then return 0. */
+	msim_phase(mr, PH_CORE);
 	if (mapped)
 		ret = p2p.dma_unmap_pages(msim_direct_peer(mr), mr->pt, mr->dm);
+	msim_phase(mr, PH_DMA_UNMAP);
 	if (ret)
 		pr_err("direct MR %u: nvidia_p2p_dma_unmap_pages failed: %d\n", mr->id, ret);
 	if (mr->persistent)
 		ret = p2p.put_pages_persistent(mr->sg_va, mr->pt, 0);
 	else
 		ret = p2p.put_pages(0, 0, mr->sg_va, mr->pt);
+	msim_phase(mr, PH_PUT_PAGES);
 	if (ret)
 		pr_err("direct MR %u: put_pages failed: %d\n", mr->id, ret);
 }
@@ -1038,11 +1112,19 @@ static int msim_direct_check_mapping(struct msim_mr *mr, struct sim_reply *r)
 	return 0;
 }
 
-/* One SGE per 64 KiB page, as the bare provider hands them out. */
+/*
+ * One SGE per 64 KiB page, as the bare provider hands them out; with
+ * "nocheck" (timed loops) only counted, as the client path then skips its
+ * snapshot too.
+ */
 static int msim_direct_snapshot(struct msim_mr *mr)
 {
 	u32 i;
 
+	if (mr->nocheck) {
+		mr->nmap = mr->dm->entries;
+		return 0;
+	}
 	mr->sges = kvcalloc(mr->dm->entries, sizeof(*mr->sges), GFP_KERNEL);
 	if (!mr->sges)
 		return -ENOMEM;
@@ -1062,6 +1144,7 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 	bool mapped = false;
 	int ret;
 
+	msim_phase_start(mr);
 	if (msim_p2p_get()) {
 		sim_reply(r, "error: the GPU simulator (nvidia) is not loaded\n");
 		return -ENODEV;
@@ -1069,18 +1152,22 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 	mr->sg_va = start;
 	mr->page_size = MSIM_GPU_PAGE_SIZE;
 	mutex_lock(&mr->mapping_lock);
+	msim_phase(mr, PH_CORE);
 	if (mr->persistent)
 		ret = p2p.get_pages_persistent(start, len, &mr->pt, 0);
 	else
 		ret = p2p.get_pages(0, 0, start, len, &mr->pt,
 				    msim_direct_free_callback, mr);
+	msim_phase(mr, PH_GET_PAGES);
 	if (ret) {
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out;
 	}
 	ret = msim_direct_check_table(mr, len, r);
 	if (!ret) {
+		msim_phase(mr, PH_CORE);
 		ret = p2p.dma_map_pages(msim_direct_peer(mr), mr->pt, &mr->dm);
+		msim_phase(mr, PH_DMA_MAP);
 		if (ret)
 			sim_reply(r, "error: dma_map_pages failed: %d\n", ret);
 		mapped = !ret;
@@ -1093,6 +1180,7 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 		msim_direct_unpin(mr, mapped);
 	else
 		WRITE_ONCE(mr->state, MR_MAPPED);
+	msim_phase(mr, PH_CORE);
 out:
 	mutex_unlock(&mr->mapping_lock);
 	if (ret)
@@ -1102,6 +1190,7 @@ out:
 
 static void msim_dereg_direct(struct msim_mr *mr)
 {
+	msim_phase_start(mr);
 	mutex_lock(&mr->mapping_lock);
 	WRITE_ONCE(mr->state, MR_UNMAPPED);
 	mutex_unlock(&mr->mapping_lock);
@@ -1109,6 +1198,7 @@ static void msim_dereg_direct(struct msim_mr *mr)
 	msim_direct_unpin(mr, true);
 	WRITE_ONCE(mr->state, MR_RELEASED);
 	msim_p2p_put();
+	msim_phase(mr, PH_CORE);
 }
 
 /* ---- Registration entry points ------------------------------------------ */
@@ -1123,6 +1213,8 @@ struct msim_reg_args {
 	bool nonpci;
 	bool persistent;
 	int free_at;		/* enum msim_free_at */
+	bool nocheck;		/* only with count: see msim_check_sg */
+	bool profile;		/* only with count: time per phase (msim_phase) */
 };
 
 static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
@@ -1141,6 +1233,7 @@ static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
 	mr->writable = !a->read_only;
 	mr->persistent = a->persistent;
 	mr->free_at = a->free_at;
+	mr->nocheck = a->nocheck;
 	mr->dma_device = a->nonpci ? msim.nonpci_device : msim.pci_device;
 	return mr;
 }
@@ -1196,12 +1289,16 @@ static int msim_reg_one(const struct msim_reg_args *a, struct sim_reply *r)
 /* N register/deregister cycles, timed (for benchmarks). */
 static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 {
+	struct msim_prof *prof = a->profile ? kzalloc(sizeof(*prof), GFP_KERNEL) : NULL;
 	u64 i, t0, elapsed;
 	struct msim_mr *mr;
-	int ret = 0;
+	int ret = 0, ph;
 
+	if (a->profile && !prof)
+		return -ENOMEM;
 	/* Direct mode: resolve the provider once, not per cycle. */
 	if (a->direct && msim_p2p_get()) {
+		kfree(prof);
 		sim_reply(r, "error: the GPU simulator (nvidia) is not loaded\n");
 		return -ENODEV;
 	}
@@ -1212,6 +1309,7 @@ static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 			ret = -ENOMEM;
 			break;
 		}
+		mr->prof = prof;
 		ret = msim_register(mr, r);
 		if (!ret)
 			msim_deregister(mr);
@@ -1219,20 +1317,23 @@ static int msim_reg_loop(const struct msim_reg_args *a, struct sim_reply *r)
 		cond_resched();
 	}
 	elapsed = ktime_get_ns() - t0;
+	if (ret)
+		sim_reply(r, "error: cycle %llu failed: %d\n", i, ret);
+	else
+		sim_reply(r, "count %llu elapsed_ns %llu per_op_ns %llu\n", a->count,
+			  elapsed, div64_u64(elapsed, a->count));
+	for (ph = 0; prof && !ret && ph < PH_COUNT; ph++)
+		sim_reply(r, "phase %s %llu\n", msim_phase_names[ph],
+			  div64_u64(prof->ns[ph], a->count));
+	kfree(prof);
 	if (a->direct)
 		msim_p2p_put();
-	if (ret) {
-		sim_reply(r, "error: cycle %llu failed: %d\n", i, ret);
-		return ret;
-	}
-	sim_reply(r, "count %llu elapsed_ns %llu per_op_ns %llu\n", a->count, elapsed,
-		  div64_u64(elapsed, a->count));
-	return 0;
+	return ret;
 }
 
 /* ---- debugfs: ctl -------------------------------------------------------- */
 
-/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N] */
+/* VA SIZE [inval] [ro] [nonpci] [persistent] [count=N [nocheck] [profile]] */
 static int msim_parse_reg(int argc, char **argv, bool direct,
 			  struct msim_reg_args *a, struct sim_reply *r)
 {
@@ -1259,6 +1360,10 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 						     ARRAY_SIZE(msim_free_at_names),
 						     argv[i] + 8)) > 0) {
 			continue;
+		} else if (!strcmp(argv[i], "nocheck")) {
+			a->nocheck = true;
+		} else if (!strcmp(argv[i], "profile")) {
+			a->profile = true;
 		} else if (!strncmp(argv[i], "count=", 6) &&
 			   !sim_parse_u64(argv[i] + 6, &a->count) && a->count) {
 			continue;
@@ -1266,6 +1371,11 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 			sim_reply(r, "error: unknown option '%s'\n", argv[i]);
 			return -EINVAL;
 		}
+	}
+	/* An MR that stays is always checked: "show" and expect-sg read it. */
+	if ((a->nocheck || a->profile) && !a->count) {
+		sim_reply(r, "error: nocheck and profile are only for timed loops (count=N)\n");
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -1463,6 +1573,34 @@ static struct device *msim_find_pci_device(void)
 	return pdev ? &pdev->dev : NULL;
 }
 
+/*
+ * As mlx5_core at probe: the HCA takes DMA segments of up to max_seg_size
+ * (a PCI function's default is 64 KiB, which would keep clients from
+ * coalescing). The old value comes back at unload.
+ */
+static void msim_set_max_seg_size(void)
+{
+	struct device *dev = msim.pci_device;
+
+	if (!max_seg_size)
+		return;
+	if (!dev->dma_parms) {
+		pr_err("%s has no DMA parameters: max_seg_size %u not applied\n",
+		       dev_name(dev), max_seg_size);
+		return;
+	}
+	msim.old_seg_size = dev->dma_parms->max_segment_size;
+	dma_set_max_seg_size(dev, max_seg_size);
+	msim.seg_size_set = true;
+}
+
+static void msim_restore_max_seg_size(void)
+{
+	if (msim.seg_size_set)
+		msim.pci_device->dma_parms->max_segment_size = msim.old_seg_size;
+	msim.seg_size_set = false;
+}
+
 static int __init msim_init(void)
 {
 	struct dentry *d;
@@ -1478,8 +1616,10 @@ static int __init msim_init(void)
 		       pci_dev ?: "");
 		return -ENODEV;
 	}
+	msim_set_max_seg_size();
 	msim.nonpci_device = root_device_register("mofed_sim_nonpci");
 	if (IS_ERR(msim.nonpci_device)) {
+		msim_restore_max_seg_size();
 		pci_dev_put(to_pci_dev(msim.pci_device));
 		return PTR_ERR(msim.nonpci_device);
 	}
@@ -1495,8 +1635,9 @@ static int __init msim_init(void)
 	debugfs_create_file("counters", 0444, d, NULL, &msim_counters_fops);
 	debugfs_create_file("clients", 0444, d, NULL, &msim_clients_fops);
 	debugfs_create_file("mrs", 0444, d, NULL, &msim_mrs_fops);
-	pr_info("simulated MOFED peer-memory core ready: mode %s, dma_device %s\n",
-		msim_mode_names[mode], dev_name(msim.pci_device));
+	pr_info("simulated MOFED peer-memory core ready: mode %s, dma_device %s, max_seg_size %u\n",
+		msim_mode_names[mode], dev_name(msim.pci_device),
+		dma_get_max_seg_size(msim.pci_device));
 	return 0;
 }
 
@@ -1530,6 +1671,7 @@ static void __exit msim_exit(void)
 		kfree(c);
 	}
 	root_device_unregister(msim.nonpci_device);
+	msim_restore_max_seg_size();
 	pci_dev_put(to_pci_dev(msim.pci_device));
 	pr_info("simulated MOFED peer-memory core removed\n");
 }

@@ -17,13 +17,19 @@ GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
   gpu set KNOB VALUE | gpu get KNOB     module parameters of nvidia
   gpu counters | gpu counter NAME | gpu reset
   gpu runs VA                           lengths (in pages) of the buffer's contiguous runs
+  gpu wait-idle [--timeout-ms MS]       wait until no pin or mapping is live; prints ns waited
   gpu buffers | pins | pages | devices | injections
 
 MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
-  core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N]   prints the MR id
-           [--free-at get_pages|dma_map|put_pages]   cudaFree the buffer just before that call
-  core direct VA SIZE [--persistent] [--nonpci] [--count N]  (no client)
-                                        with --count: N timed reg/dereg cycles
+  core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
+           [--free-at get_pages|dma_map|put_pages]   prints the MR id;
+                                        --free-at: cudaFree the buffer just before that call
+  core direct VA SIZE [--persistent] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
+                                        (no client)
+                                        with --count: N timed reg/dereg cycles;
+                                        --nocheck: without the core's SG checks and snapshot;
+                                        --profile: also 'phase NAME NS' per cycle;
+                                        --drain: then wait for deferred unpins, add drain_ns
   core dereg ID|all
   core show ID [FIELD] | core sg ID | core state ID | core events ID
   core counters | core counter NAME | core reset | core clients | core mrs | core mode
@@ -123,9 +129,9 @@ pub fn gpu_inject(args: &[String]) -> Result<String, Usage> {
 /// `core reg|direct VA SIZE [options]` as a ctl command.
 pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
     let flags: &[&str] = if direct {
-        &["persistent", "nonpci"]
+        &["persistent", "nonpci", "nocheck", "profile"]
     } else {
-        &["inval", "ro", "nonpci"]
+        &["inval", "ro", "nonpci", "nocheck", "profile"]
     };
     let options: &[&str] = if direct { &["count"] } else { &["count", "free-at"] };
     let a = Args::split(args, flags, options)?;
@@ -142,6 +148,8 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
             return Err(Usage("--count must be at least 1".into()));
         }
         cmd += &format!(" count={n}");
+    } else if a.flags.iter().any(|f| f == "nocheck" || f == "profile") {
+        return Err(Usage("--nocheck and --profile go with --count".into()));
     }
     if let Some(stage) = a.options.get("free-at") {
         cmd += &format!(" free_at={stage}");
@@ -220,5 +228,19 @@ mod tests {
         assert!(core_reg(false, &v("0x1000 64K --persistent")).is_err());
         assert!(core_reg(false, &v("0x1000 64K --count 0")).is_err());
         assert!(core_reg(false, &v("0x1000")).is_err());
+        assert_eq!(
+            core_reg(false, &v("0x1000 2M --count 5 --nocheck")),
+            Ok("reg 0x1000 2097152 nocheck count=5".into())
+        );
+        assert_eq!(
+            core_reg(true, &v("0x1000 64K --nocheck --count 1 --persistent")),
+            Ok("direct 0x1000 65536 nocheck persistent count=1".into())
+        );
+        assert!(core_reg(false, &v("0x1000 64K --nocheck")).is_err());
+        assert!(core_reg(true, &v("0x1000 64K --profile")).is_err());
+        assert_eq!(
+            core_reg(true, &v("0x1000 64K --count 2 --profile")),
+            Ok("direct 0x1000 65536 profile count=2".into())
+        );
     }
 }

@@ -88,6 +88,7 @@ fn gpu(cmd: &str, args: &[String]) -> Result<String> {
             ))
         }
         "inject" => Ok(GPU.ctl(&cli::gpu_inject(args)?)?),
+        "wait-idle" => wait_idle(args),
         "set" => match args {
             [knob, value] => {
                 GPU.set_param(knob, value)?;
@@ -119,6 +120,75 @@ fn gpu(cmd: &str, args: &[String]) -> Result<String> {
     }
 }
 
+/// Counters that are 0 when the GPU holds no pin and no mapping.
+const GPU_IDLE: &[&str] = &["pins.live", "pins.persistent", "mappings.live"];
+
+/// Waits until the GPU simulator holds no pin and no mapping (a client's
+/// deferred unpins have run). Returns the nanoseconds from @since until it was
+/// first seen idle, or 0 if it was idle at the first look.
+fn wait_idle_since(since: std::time::Instant, timeout_ms: u64) -> Result<u128> {
+    let mut first = true;
+    loop {
+        let counters = GPU.counters()?;
+        let busy: Vec<String> = GPU_IDLE
+            .iter()
+            .filter_map(|n| match counters.get(*n) {
+                Some(0) => None,
+                v => Some(format!("{n} = {}", v.map_or("?".into(), i64::to_string))),
+            })
+            .collect();
+        let waited = since.elapsed();
+        if busy.is_empty() {
+            return Ok(if first { 0 } else { waited.as_nanos() });
+        }
+        if waited.as_millis() >= u128::from(timeout_ms) {
+            return Err(Error::Failed(format!(
+                "the GPU simulator is still busy after {timeout_ms} ms: {}",
+                busy.join(", ")
+            )));
+        }
+        first = false;
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+}
+
+/// `gpu wait-idle [--timeout-ms MS]`: waits until the GPU simulator holds no
+/// pin and no mapping; prints the nanoseconds waited (0: idle at once). Fails
+/// after the timeout (default 60 s).
+fn wait_idle(args: &[String]) -> Result<String> {
+    let a = cli::Args::split(args, &[], &["timeout-ms"])?;
+    a.expect(0, 0, "gpu wait-idle [--timeout-ms MS]")?;
+    let timeout_ms = match a.options.get("timeout-ms") {
+        Some(t) => parse::parse_u64(t)?,
+        None => 60_000,
+    };
+    let ns = wait_idle_since(std::time::Instant::now(), timeout_ms)?;
+    Ok(format!("{ns}\n"))
+}
+
+/// `core reg|direct ... --count N [--drain]`: with --drain, after the timed
+/// loop waits until the GPU simulator holds no pin or mapping and adds
+/// `drain_ns D` at the end of the timing line: the time from the loop's end (the ctl
+/// write returning) until a client's deferred unpins had all run, 0 if none
+/// was left.
+fn core_reg(direct: bool, args: &[String]) -> Result<String> {
+    let drain = args.iter().any(|a| a == "--drain");
+    let rest: Vec<String> = args.iter().filter(|a| *a != "--drain").cloned().collect();
+    let cmd = cli::core_reg(direct, &rest)?;
+    if !drain {
+        return Ok(CORE.ctl(&cmd)?);
+    }
+    if !cmd.contains(" count=") {
+        return usage("--drain goes with --count");
+    }
+    let reply = CORE.ctl(&cmd)?;
+    let end = std::time::Instant::now();
+    let ns = wait_idle_since(end, 60_000)?;
+    // On the timing line, the first; "phase" lines (--profile) follow it.
+    let (first, rest) = reply.split_once('\n').unwrap_or((reply.as_str(), ""));
+    Ok(format!("{first} drain_ns {ns}\n{rest}"))
+}
+
 /// The MR @id as `show` describes it.
 fn show(id: &str) -> Result<MrInfo> {
     let id = parse::parse_u64(id)?;
@@ -127,7 +197,7 @@ fn show(id: &str) -> Result<MrInfo> {
 
 fn core(cmd: &str, args: &[String]) -> Result<String> {
     match cmd {
-        "reg" | "direct" => Ok(CORE.ctl(&cli::core_reg(cmd == "direct", args)?)?),
+        "reg" | "direct" => core_reg(cmd == "direct", args),
         "dereg" => {
             let id = one(args, "core dereg ID|all")?;
             if id != "all" {
