@@ -5,6 +5,7 @@
 #   make check      host tests, then guest tests in QEMU; ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1, rustfmt --check, shellcheck
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
+#   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
 
 KDIR ?=
 KMAKE_FLAGS ?=
@@ -69,6 +70,16 @@ lint: build/abi.symvers
 check-guest: module sims
 	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" tests/guest/run.sh
 endif
+
+# Debug guest kernel (KASAN, lockdep, kmemleak, fault injection), cached; see tests/README.md.
+.PHONY: debug-kernel check-debug
+debug-kernel:
+	@scripts/provision.sh
+	@scripts/debug-kernel.sh build
+
+# The module and simulators built against the debug kernel, then the guest tests booted on it.
+check-debug: debug-kernel
+	@scripts/debug-kernel.sh run sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
 
 check-host:
 	@tests/host/run.sh
