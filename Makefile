@@ -6,6 +6,7 @@
 #   make lint       the build with CLIPPY=1, rustfmt --check, shellcheck
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
+#   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
 
 KDIR ?=
 KMAKE_FLAGS ?=
@@ -92,6 +93,16 @@ check-guest: module sims
 bench: module sims
 	$(BENCH_ENV) tests/bench/run.sh
 endif
+
+# Debug guest kernel (KASAN, lockdep, kmemleak, fault injection), cached; see tests/README.md.
+.PHONY: debug-kernel check-debug
+debug-kernel:
+	@scripts/provision.sh
+	@scripts/debug-kernel.sh build
+
+# The module and simulators built against the debug kernel, then the guest tests booted on it.
+check-debug: debug-kernel
+	@scripts/debug-kernel.sh run sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
 
 check-host:
 	@tests/host/run.sh

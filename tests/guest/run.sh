@@ -5,14 +5,17 @@
 # runs tests/guest/scenarios/*.sh inside, and reads results from the serial log.
 # Any WARN, BUG, Oops, KASAN report or "Unknown symbol" in dmesg is a failure.
 #
-# Env: KREL, VMLINUZ, DEBIAN_MODULES (from kernel.env); GUEST_SCENARIOS to pick
-# scenarios (glob, default all); GUEST_SCENARIO_DIR where they are (default
-# tests/guest/scenarios; `make bench` uses tests/bench); GUEST_FILES extra
-# files for the guest's /tests (e.g. parameters a scenario sources);
-# GUEST_TIMEOUT seconds (default 600); GUEST_OUT the output directory
-# (default build/guest); GUEST_EXTRA_KO space-separated extra .ko files for
-# /lib/modules/.../extra; GUEST_QEMU_ARGS extra QEMU options (`make bench`:
-# -icount).
+# Env: KREL, VMLINUZ, DEBIAN_MODULES (from kernel.env; `make check-debug` points
+# them at the debug kernel's release, bzImage and installed modules dir);
+# GUEST_SCENARIOS to pick scenarios (glob, default all); GUEST_SCENARIO_DIR
+# where they are (default tests/guest/scenarios; `make bench` uses
+# tests/bench); GUEST_FILES extra files for the guest's /tests (e.g.
+# parameters a scenario sources); GUEST_TIMEOUT seconds (default 600);
+# GUEST_OUT the output directory (default build/guest); GUEST_EXTRA_KO
+# space-separated extra .ko files for /lib/modules/.../extra; GUEST_QEMU_ARGS
+# extra QEMU options (`make bench`: -icount); GUEST_APPEND extra kernel
+# parameters; GUEST_KMEMLEAK=1 to scan for leaks after the scenarios (the
+# kernel needs kmemleak) and fail on any report.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
@@ -49,6 +52,7 @@ for ko in ${GUEST_EXTRA_KO:-}; do cp "$ko" "$MODDIR/extra/"; done
 depmod -b "$ROOT" "$KREL"
 
 # Scenarios and what they compare against.
+[ "${GUEST_KMEMLEAK:-0}" != 1 ] || touch "$ROOT/tests/kmemleak" # init scans when this exists
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
 for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
 for f in ${GUEST_FILES:-}; do cp "$f" "$ROOT/tests/"; done
@@ -70,7 +74,7 @@ t0=$SECONDS
 timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2 \
 	-nographic -no-reboot -serial "file:$LOG" -monitor none \
 	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
-	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
+	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
 echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"
@@ -86,7 +90,8 @@ else
 fi
 # dmesg of the whole run, dumped by init between markers.
 sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$LOG.txt" >"$OUT/dmesg.txt"
-bad=$(grep -E 'WARNING:|BUG:|Oops|KASAN|Unknown symbol|general protection|kernel BUG|UBSAN|possible circular locking|kmemleak:.*new suspected' "$LOG.txt" || true)
+# Lockdep and sleep-in-atomic reports start with WARNING: or BUG:, except these INFO: lines.
+bad=$(grep -E 'WARNING:|BUG:|Oops|KASAN|Unknown symbol|general protection|kernel BUG|UBSAN|possible circular locking|kmemleak:.*new suspected|INFO: (trying to register non-static key|lockdep is turned off|task .* blocked)' "$LOG.txt" || true)
 if [ -n "$bad" ]; then
 	echo "  FAIL guest/dmesg-clean:"
 	printf '%s\n' "$bad" | head -n 20 | sed 's/^/    /'
@@ -94,6 +99,20 @@ if [ -n "$bad" ]; then
 else
 	echo "  PASS guest/dmesg-clean"
 	pass=$((pass + 1))
+fi
+if [ "${GUEST_KMEMLEAK:-0}" = 1 ]; then
+	sed -n '/^NVPM-KMEMLEAK-BEGIN/,/^NVPM-KMEMLEAK-END/p' "$LOG.txt" >"$OUT/kmemleak.txt"
+	if ! grep -q '^NVPM-KMEMLEAK-END' "$OUT/kmemleak.txt"; then
+		echo "  FAIL guest/kmemleak: no scan (kmemleak disabled or missing in this kernel, or the guest did not finish)"
+		fail=$((fail + 1))
+	elif grep -q 'unreferenced object' "$OUT/kmemleak.txt"; then
+		echo "  FAIL guest/kmemleak: $(grep -c 'unreferenced object' "$OUT/kmemleak.txt") leak(s), full report $OUT/kmemleak.txt:"
+		grep -v '^NVPM-KMEMLEAK' "$OUT/kmemleak.txt" | head -n 30 | sed 's/^/    /'
+		fail=$((fail + 1))
+	else
+		echo "  PASS guest/kmemleak"
+		pass=$((pass + 1))
+	fi
 fi
 grep -m1 'Linux version' "$OUT/dmesg.txt" | sed 's/^\[[^]]*\] /guest: /' || true
 echo "GUEST-SUMMARY $pass passed, $fail failed"

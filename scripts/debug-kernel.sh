@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Debug guest kernel: KASAN, lockdep, kmemleak, fault injection (scripts/debug.config
+# on top of x86_64_defconfig + kvm_guest.config). Built with clang (LLVM=-19;
+# KASAN with Rust needs a clang kernel) from the same linux-source-7.3 package
+# as the release KDIR (kernel.env), in its own source copy and O= dir inside
+# the trixie root, so the release KDIR is never touched. Cached by (source
+# package version, fragment, toolchain versions): a second run is instant.
+#
+#   scripts/debug-kernel.sh [build]    build what is missing; write $NVPM_CACHE/debug-kernel.env
+#   scripts/debug-kernel.sh cached     exit 0 if the current key is built; builds nothing
+#   scripts/debug-kernel.sh run CMD... CMD in the trixie root (scripts/in-chroot.sh) with KREL,
+#                                      KDIR, KMAKE_FLAGS, VMLINUZ, DEBIAN_MODULES and the guest
+#                                      runner's GUEST_* settings naming the debug kernel
+#
+# Cold build: see tests/README.md ("Debug kernel") for the measured times.
+# shellcheck disable=SC2153 # KREL, KROOT, BZIMAGE, ... come from the sourced env files
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+# Bump when the recipe changes in a way the cache key cannot see.
+RECIPE=1
+FRAGMENT=scripts/debug.config
+# Not KMAKE_FLAGS: kernel.env, sourced below, has the release kernel's.
+DEBUG_KMAKE_FLAGS="ARCH=x86_64 LLVM=-19"
+DEBUG_ENV=$NVPM_CACHE/debug-kernel.env
+# Boot parameters the debug kernel wants: report every KASAN error, not just the first.
+BOOT_APPEND="kasan_multi_shot"
+
+cmd=${1:-build}
+[ $# = 0 ] || shift
+case $cmd in
+build | cached | run) ;;
+*) die "usage: $0 [build | cached | run CMD...]" ;;
+esac
+
+# `run`: no root work of its own; scripts/in-chroot.sh does the mounting.
+if [ "$cmd" = run ]; then
+	[ $# -gt 0 ] || die "usage: $0 run CMD..."
+	[ -r "$DEBUG_ENV" ] || die "no debug kernel yet: run make debug-kernel"
+	# shellcheck source=/dev/null
+	. "$DEBUG_ENV"
+	[ -r "$BZIMAGE" ] || die "$BZIMAGE is missing: run make debug-kernel"
+	exec scripts/in-chroot.sh env KREL="$KREL" KDIR="$KDIR_CHROOT" KMAKE_FLAGS="$KMAKE_FLAGS" \
+		VMLINUZ="${BZIMAGE#"$CHROOT"}" DEBIAN_MODULES="${MODULES#"$CHROOT"}" \
+		GUEST_OUT=build/guest-debug GUEST_TIMEOUT="${GUEST_TIMEOUT:-1800}" GUEST_KMEMLEAK=1 \
+		GUEST_APPEND="$BOOT_APPEND${GUEST_APPEND:+ $GUEST_APPEND}" GUEST_SCENARIOS="${GUEST_SCENARIOS:-}" "$@"
+fi
+
+[ "$(id -u)" = 0 ] || die "the debug kernel build needs root (chroot, mount)"
+[ -r "$NVPM_CACHE/kernel.env" ] || die "not provisioned yet: run make (or scripts/provision.sh)"
+# shellcheck source=/dev/null
+. "$NVPM_CACHE/kernel.env"
+enter_private_namespace "$cmd" "$@"
+# shellcheck disable=SC2119 # the repo is not needed in the root here
+chroot_mount
+
+in_chroot sh -c 'command -v clang-19 && command -v ld.lld-19' >/dev/null ||
+	die "clang-19/lld-19 are not in the trixie root: run scripts/provision.sh (make does)"
+tools=$(in_chroot sh -c 'rustc --version; bindgen --version; clang-19 --version | head -n1; ld.lld-19 --version')
+key=$({ printf 'recipe %s\n%s\n%s\n' "$RECIPE" "$KPKGVER" "$tools"; cat "$FRAGMENT"; } | sha256sum | cut -c1-10)
+DROOT=/kernels/debug-${KPKGVER%%-*}-$key # inside the root
+DIR=$CHROOT$DROOT                         # the same, seen from the host
+SRC=$DROOT/linux-source-7.3
+OUT=$DROOT/build
+
+if [ "$cmd" = cached ]; then
+	if [ -e "$DIR/.complete" ]; then echo "debug kernel cached: $DIR"; exit 0; fi
+	echo "debug kernel not built for this key ($DIR)"
+	exit 1
+fi
+
+# Kernel builds already running elsewhere on this machine (2 cores: never two at once).
+other_kernel_builds() {
+	pgrep -af 'modules_prepare|scripts/Makefile\.build obj=(init|kernel|mm|fs|rust|drivers|arch/x86)( |$)' || true
+}
+
+wait_for_other_builds() {
+	local found
+	while found=$(other_kernel_builds) && [ -n "$found" ]; do
+		log "another kernel build is running, waiting: $(head -n1 <<<"$found" | cut -c1-100)"
+		sleep 60
+	done
+}
+
+# The linux-source-7.3 .deb provisioning downloaded, or a fresh download of the same version.
+source_deb() {
+	local deb
+	for deb in "$CHROOT$KROOT"/debs/linux-source-7.3_*.deb "$DIR"/linux-source-7.3_*.deb; do
+		[ -r "$deb" ] && [ "$(dpkg-deb -f "$deb" Version)" = "$KPKGVER" ] && { echo "$deb"; return 0; }
+	done
+	log "downloading linux-source-7.3 $KPKGVER"
+	in_chroot sh -c "cd $DROOT && apt-get download -qq -o APT::Sandbox::User=root linux-source-7.3=$KPKGVER" >&2 ||
+		die "apt-get download linux-source-7.3=$KPKGVER failed"
+	echo "$DIR"/linux-source-7.3_*.deb
+}
+
+unpack_source() {
+	[ -e "$DIR/.unpacked" ] && return 0
+	local deb
+	rm -rf "$CHROOT$SRC" "$CHROOT$OUT"
+	deb=$(source_deb)
+	log "unpacking linux-source-7.3 $KPKGVER from $(basename "$deb") (about 30 s)"
+	dpkg-deb --fsys-tarfile "$deb" | tar -xOf - --wildcards './usr/src/linux-source-7.3.tar.xz' |
+		nice -n 19 tar -xJf - -C "$DIR" || die "unpacking $deb failed"
+	[ -e "$CHROOT$SRC/Makefile" ] || die "no linux-source-7.3/ in $deb"
+	touch "$DIR/.unpacked"
+}
+
+# Fails listing every fragment line the final .config does not honour.
+check_config() { # $1 = fragment, $2 = .config
+	local line sym bad=()
+	while IFS= read -r line; do
+		case $line in
+		CONFIG_*=*)
+			grep -qxF -- "$line" "$2" || bad+=("want $line, have: $(grep -E "^(# )?${line%%=*}[= ]" "$2" || echo absent)")
+			;;
+		"# CONFIG_"*" is not set")
+			sym=${line#\# }
+			sym=${sym%% *}
+			! grep -q "^$sym=" "$2" || bad+=("want $sym unset, have: $(grep "^$sym=" "$2")")
+			;;
+		esac
+	done <"$1"
+	[ ${#bad[@]} = 0 ] && return 0
+	printf '  %s\n' "${bad[@]}" >&2
+	die "Kconfig did not keep the above from $1 (unmet dependencies?)"
+}
+
+configure() {
+	local kmake="make -C $SRC O=$OUT $DEBUG_KMAKE_FLAGS"
+	log "configuring: x86_64_defconfig + kvm_guest.config + $FRAGMENT"
+	mkdir -p "$CHROOT$OUT"
+	cp "$FRAGMENT" "$DIR/debug.config"
+	# shellcheck disable=SC2086 # kmake is a word list
+	in_chroot sh -c "set -e; $kmake x86_64_defconfig kvm_guest.config
+		$SRC/scripts/kconfig/merge_config.sh -m -O $OUT $OUT/.config $DROOT/debug.config
+		$kmake olddefconfig" >"$DIR/config.log" 2>&1 || die "configuring failed, see $DIR/config.log"
+	check_config "$FRAGMENT" "$CHROOT$OUT/.config"
+}
+
+# Runs "$@" in the background at low priority, printing a progress line every
+# 30 s; the full output goes to $1.
+run_with_progress() { # $1 = log file, $2... = command
+	local logf=$1 pid n=0 t0=$SECONDS
+	shift
+	set -m # own process group, so an interrupt can stop the whole build
+	"$@" >"$logf" 2>&1 &
+	pid=$!
+	set +m
+	trap 'kill -- -'"$pid"' 2>/dev/null; exit 130' INT TERM
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 1
+		n=$((n + 1))
+		if [ $((n % 30)) = 0 ]; then
+			printf '  [%5d s] %6d lines  %s\n' $((SECONDS - t0)) "$(wc -l <"$logf")" "$(tail -n1 "$logf" | cut -c1-90)" >&2
+		fi
+	done
+	trap - INT TERM
+	wait "$pid"
+}
+
+build() {
+	local t0=$SECONDS
+	# shellcheck disable=SC2086 # DEBUG_KMAKE_FLAGS is a word list
+	run_with_progress "$DIR/build.log" in_chroot nice -n 19 make -C "$SRC" O="$OUT" $DEBUG_KMAKE_FLAGS -j"$(nproc)" all || {
+		grep -E 'error|Error' "$DIR/build.log" | tail -n 20 >&2
+		die "debug kernel build failed, full log: $DIR/build.log"
+	}
+	BUILD_SECONDS=$((SECONDS - t0))
+	log "kernel built in $BUILD_SECONDS s; installing modules"
+	rm -rf "$DIR/modules"
+	# shellcheck disable=SC2086
+	in_chroot nice -n 19 make -C "$SRC" O="$OUT" $DEBUG_KMAKE_FLAGS INSTALL_MOD_PATH="$DROOT/modules" modules_install \
+		>"$DIR/modules_install.log" 2>&1 || die "modules_install failed, see $DIR/modules_install.log"
+}
+
+write_env() {
+	local krel bzimage modules
+	krel=$(cat "$CHROOT$OUT/include/config/kernel.release")
+	bzimage=$CHROOT$OUT/arch/x86/boot/bzImage
+	modules=$DIR/modules/lib/modules/$krel
+	[ -r "$bzimage" ] || die "$bzimage is missing"
+	find "$modules" -name 'ib_core.ko*' | grep -q . || die "no ib_core.ko under $modules"
+	[ -s "$modules/modules.dep" ] || die "$modules/modules.dep is missing (depmod)"
+	cat >"$DEBUG_ENV.tmp" <<EOT
+# Written by scripts/debug-kernel.sh: the debug guest kernel ($FRAGMENT).
+KPKGVER="$KPKGVER"
+KREL="$krel"
+KDIR_CHROOT="$OUT"
+KDIR_HOST="$CHROOT$OUT"
+BZIMAGE="$bzimage"
+MODULES="$modules"
+KMAKE_FLAGS="$DEBUG_KMAKE_FLAGS"
+BOOT_APPEND="$BOOT_APPEND"
+BUILD_SECONDS="$(cat "$DIR/.complete")"
+CHROOT="$CHROOT"
+EOT
+	mv "$DEBUG_ENV.tmp" "$DEBUG_ENV"
+}
+
+mkdir -p "$DIR"
+exec 8>"$NVPM_CACHE/.debug-kernel.lock"
+flock -n 8 || { log "another debug kernel build holds the lock: waiting"; flock 8; }
+if [ -e "$DIR/.complete" ]; then
+	log "debug kernel cached: $DIR"
+else
+	wait_for_other_builds
+	t0=$SECONDS
+	unpack_source
+	configure
+	log "building the debug kernel (cold: about 25 min on 2 cores; at nice 19); log: $DIR/build.log"
+	build
+	echo "$BUILD_SECONDS" >"$DIR/.complete"
+	log "debug kernel ready in $((SECONDS - t0)) s (make all: $BUILD_SECONDS s)"
+	for old in "$CHROOT"/kernels/debug-*; do
+		[ "$old" = "$DIR" ] || log "note: $old is an older debug kernel; delete it to free $(du -sxh "$old" | cut -f1)"
+	done
+fi
+write_env
+log "wrote $DEBUG_ENV"
