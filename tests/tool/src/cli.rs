@@ -22,9 +22,11 @@ GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
 MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
   core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N]   prints the MR id
            [--free-at get_pages|dma_map|put_pages]   cudaFree the buffer just before that call
+           [--unchecked]                 hand a zero or wrapping range to the clients as is
   core direct VA SIZE [--persistent] [--nonpci] [--count N]  (no client)
                                         with --count: N timed reg/dereg cycles
   core dereg ID|all
+  core dereg ID --again dma_unmap|put_pages|both   then call them a second time (bad core)
   core show ID [FIELD] | core sg ID | core state ID | core events ID
   core counters | core counter NAME | core reset | core clients | core mrs | core mode
 
@@ -32,6 +34,21 @@ Checks (exit status 1 and a message when they fail):
   expect-sg ID      the MR's SG list maps its range to the GPU's DMA addresses
   expect-clean      no live buffers, pins, mappings or MRs, no violations
 ";
+
+/// `core dereg ID [--again WHAT]` as a ctl command.
+pub fn core_dereg(args: &[String]) -> Result<String, Usage> {
+    let a = Args::split(args, &[], &["again"])?;
+    a.expect(1, 1, "core dereg ID|all [--again dma_unmap|put_pages|both]")?;
+    let id = &a.positional[0];
+    if id != "all" {
+        parse_u64(id)?;
+    }
+    Ok(match a.options.get("again") {
+        Some(_) if id == "all" => return Err(Usage("--again needs an MR id".into())),
+        Some(what) => format!("dereg {id} again={what}"),
+        None => format!("dereg {id}"),
+    })
+}
 
 /// A command-line error: the usage is printed with it.
 #[derive(Debug, PartialEq, Eq)]
@@ -125,7 +142,7 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
     let flags: &[&str] = if direct {
         &["persistent", "nonpci"]
     } else {
-        &["inval", "ro", "nonpci"]
+        &["inval", "ro", "nonpci", "unchecked"]
     };
     let options: &[&str] = if direct { &["count"] } else { &["count", "free-at"] };
     let a = Args::split(args, flags, options)?;
