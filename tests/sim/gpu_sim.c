@@ -243,7 +243,7 @@ static int gsim_take_frames(unsigned long *frames, u32 n, enum gsim_layout layou
 	static const u32 run_pattern[] = { 2, 1, 3 };	/* fragmented runs */
 	unsigned long cursor = 0, start;
 	struct rnd_state rnd;
-	u32 i = 0, runs = 0, run;
+	u32 i = 0, j, runs = 0, run;
 
 	while (i < n) {
 		run = layout == LAYOUT_FRAGMENTED ?
@@ -261,8 +261,11 @@ static int gsim_take_frames(unsigned long *frames, u32 n, enum gsim_layout layou
 	}
 	if (layout == LAYOUT_SHUFFLED && n > 1) {
 		prandom_seed_state(&rnd, seed);
-		for (i = n - 1; i > 0; i--)
-			swap(frames[i], frames[prandom_u32_state(&rnd) % (i + 1)]);
+		for (i = n - 1; i > 0; i--) {
+			/* Not inside swap(): it evaluates its arguments twice. */
+			j = prandom_u32_state(&rnd) % (i + 1);
+			swap(frames[i], frames[j]);
+		}
 		if (frames[0] + 1 == frames[1])	/* never two pages in order */
 			swap(frames[0], frames[1]);
 	}
@@ -1084,6 +1087,7 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "pins.persistent %u\n", READ_ONCE(gsim.live_persistent));
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
+	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
 	for (i = 0; i < V_COUNT; i++) {
 		total += atomic_long_read(&gsim.violations[i]);
 		seq_printf(s, "violation.%s %ld\n", gsim_violation_names[i],
