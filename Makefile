@@ -50,6 +50,11 @@ tool:
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
 
+# The stress suite's long run, outside make check (tests/README.md, "Stress suite").
+stress-long: module tool
+	@scripts/in-chroot.sh sh -c 'STRESS_LONG_ENV="$(STRESS_LONG_ENV)" STRESS_SEED="$(STRESS_SEED)" STRESS_CONFIGS="$(STRESS_CONFIGS)" \
+		make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" stress-long'
+
 fmt: provision
 	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
 else
@@ -72,7 +77,14 @@ lint: build/abi.symvers
 
 check-guest: module sims
 	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" tests/guest/run.sh
+
+stress-long: module sims
+	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" STRESS_LONG_ENV="$(STRESS_LONG_ENV)" tests/stress/long.sh
 endif
+
+# The stress suite's scale in make stress-long: one guest per configuration.
+STRESS_LONG_ENV ?= STRESS_CONC_OPS=1000000 STRESS_RANDOM_OPS=150000 STRESS_RANDOM_CHECK=2000
+.PHONY: stress-long
 
 check-host:
 	@tests/host/run.sh

@@ -43,6 +43,10 @@ depmod -b "$ROOT" "$KREL"
 # Scenarios and what they compare against.
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
 for s in tests/guest/scenarios/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+# GUEST_ENV: KEY=VALUE words for the scenarios that read /tests/env (the stress suite's scale).
+# shellcheck disable=SC2086 # one word per line
+printf '%s\n' ${GUEST_ENV:-} >"$ROOT/tests/env"
+cp tests/stress/lib.sh "$ROOT/tests/stress-lib.sh"
 cat VERSION >"$ROOT/tests/expected-version"
 cp tests/guest/init "$ROOT/init"
 chmod +x "$ROOT/init"
@@ -59,6 +63,7 @@ echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"
 grep -E '^NVPM-RESULT ' "$LOG.txt" | sed 's/^NVPM-RESULT /  /' || true
+grep -E '^NVPM-FIGURES ' "$LOG.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
 pass=$(grep -c '^NVPM-RESULT PASS ' "$LOG.txt" || true)
 fail=$(grep -c '^NVPM-RESULT FAIL ' "$LOG.txt" || true)
 if ! grep -q '^NVPM-DONE' "$LOG.txt"; then

@@ -77,9 +77,9 @@ impl Ctl {
     /// Runs @cmd, which must succeed.
     pub fn must(&mut self, cmd: &str) -> Result<String, String> {
         let what = self.what;
-        self.cmd(cmd).map(str::to_string).map_err(|e| {
-            format!("{what}: '{cmd}' failed ({}): {}", e.name(), e.why)
-        })
+        self.cmd(cmd)
+            .map(str::to_string)
+            .map_err(|e| format!("{what}: '{cmd}' failed ({}): {}", e.name(), e.why))
     }
 
     /// Runs @cmd, which must succeed and reply with a number.

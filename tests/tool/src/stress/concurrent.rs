@@ -76,11 +76,7 @@ struct Params {
     max_pages: u64,
 }
 
-fn worker(
-    t: usize,
-    p: &Params,
-    shared: &Shared,
-) -> Result<(Tally, Vec<Mr>), String> {
+fn worker(t: usize, p: &Params, shared: &Shared) -> Result<(Tally, Vec<Mr>), String> {
     let mut gpu = Ctl::open(&GPU)?;
     let mut core = Ctl::open(&CORE)?;
     let mut rng = Rng::new(p.seed.wrapping_add(t as u64 * 0x1000_0001));
@@ -258,9 +254,10 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     let nslots = opt(&a, "slots", 16)?.max(1) as usize;
     let stack = Stack::read()?;
     let claims = |inval: bool| {
-        stack.clients.iter().any(|c| {
-            !c.skipped && (inval || !c.revocable) && (c.revocable || stack.persistent_api)
-        })
+        stack
+            .clients
+            .iter()
+            .any(|c| !c.skipped && (inval || !c.revocable) && (c.revocable || stack.persistent_api))
     };
     let params = Params {
         claimable: [claims(false), claims(true)],
@@ -356,7 +353,11 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         delta(&s0, &s1, "registrations"),
         delta(&s0, &s1, "deregistrations"),
     );
-    agree("module errors_out_of_order", delta(&s0, &s1, "errors_out_of_order"), 0);
+    agree(
+        "module errors_out_of_order",
+        delta(&s0, &s1, "errors_out_of_order"),
+        0,
+    );
 
     let figures = format!(
         "{} core, clients {}: {} threads, {} ops in {:.1} s ({:.0} ops/s), seed {}: \

@@ -131,7 +131,8 @@ impl Kmsg {
             .custom_flags(O_NONBLOCK)
             .open("/dev/kmsg")
             .map_err(|e| format!("/dev/kmsg: {e}"))?;
-        f.seek(SeekFrom::End(0)).map_err(|e| format!("/dev/kmsg: {e}"))?;
+        f.seek(SeekFrom::End(0))
+            .map_err(|e| format!("/dev/kmsg: {e}"))?;
         Ok(Kmsg(f))
     }
 
@@ -262,7 +263,10 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
     let mut kmsg = Kmsg::open()?;
     let mut gpu = Ctl::open(&GPU)?;
     let mut core = Ctl::open(&CORE)?;
-    let v0 = (get(&GPU.counters()?, "violations"), get(&CORE.counters()?, "violations"));
+    let v0 = (
+        get(&GPU.counters()?, "violations"),
+        get(&CORE.counters()?, "violations"),
+    );
     let mut outcomes = BTreeMap::new();
     let mut sites: BTreeSet<String> = BTreeSet::new();
     let mut per_step = BTreeMap::new();
@@ -335,7 +339,9 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
         let clients = get(&CORE.counters()?, "clients.live") - clients0;
         if loaded {
             if clients != 2 {
-                problems.add(format!("loaded with allocation #{n} failing: {clients} client(s) registered"));
+                problems.add(format!(
+                    "loaded with allocation #{n} failing: {clients} client(s) registered"
+                ));
             }
             let rm = Command::new("rmmod").arg("nvidia_peermem").status();
             if !rm.is_ok_and(|s| s.success()) {
@@ -353,7 +359,13 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
             break;
         }
         hits += 1;
-        *outcomes.entry(if loaded { "loaded".into() } else { "refused".into() }).or_default() += 1;
+        *outcomes
+            .entry(if loaded {
+                "loaded".into()
+            } else {
+                "refused".into()
+            })
+            .or_default() += 1;
         sites.extend(found);
     }
     Ok(format!(

@@ -62,7 +62,10 @@ fn calls(c: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
 }
 
 fn calls_delta(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
-    FUNCS.iter().map(|f| (f.to_string(), b[*f] - a[*f])).collect()
+    FUNCS
+        .iter()
+        .map(|f| (f.to_string(), b[*f] - a[*f]))
+        .collect()
 }
 
 /// Polls @done every 5 ms for up to @ms milliseconds.
@@ -131,7 +134,9 @@ fn workload(gpu: &mut Ctl, core: &mut Ctl) -> Result<Run, String> {
     };
     wait_for(2000, || {
         let live = pins()?;
-        Ok(!live.iter().any(|&va| (a..a + (1 << 20)).contains(&va) || (b..b + (2 << 20)).contains(&va))
+        Ok(!live
+            .iter()
+            .any(|&va| (a..a + (1 << 20)).contains(&va) || (b..b + (2 << 20)).contains(&va))
             || get(&ctl::stats(), "contexts_live") == 0)
     })?;
     let live = pins()?;

@@ -202,7 +202,15 @@ pub fn settle(pins: i64, contexts: i64) -> Result<(), String> {
 pub fn leftovers() -> Result<Vec<String>, String> {
     let mut dirty = Vec::new();
     let g = GPU.counters()?;
-    for name in ["buffers.live", "pins.live", "pins.persistent", "mappings.live", "violations"] {
+    // frames.used: the fake VRAM in use (absent from older simulators: 0).
+    for name in [
+        "buffers.live",
+        "pins.live",
+        "pins.persistent",
+        "mappings.live",
+        "frames.used",
+        "violations",
+    ] {
         if get(&g, name) != 0 {
             dirty.push(format!("gpu {name} = {}", get(&g, name)));
         }
@@ -271,5 +279,27 @@ impl Problems {
             s += &format!("\n  ... and {} more", self.count - self.first.len() as u64);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tallies_and_problems() {
+        let mut m = BTreeMap::new();
+        assert_eq!(tally(&m), "none");
+        m.insert("EFAULT".to_string(), 3);
+        m.insert("EAGAIN".to_string(), 1);
+        assert_eq!(tally(&m), "EAGAIN 1, EFAULT 3");
+        let mut p = Problems::default();
+        assert!(p.is_empty());
+        for i in 0..25 {
+            p.add(format!("p{i}"));
+        }
+        assert_eq!(p.count, 25);
+        assert_eq!(p.first.len(), 20);
+        assert!(p.report().ends_with("... and 5 more"));
     }
 }

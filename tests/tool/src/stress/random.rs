@@ -147,7 +147,10 @@ impl Runner {
     }
 
     fn revocable_pins(&self) -> i64 {
-        self.mrs.iter().filter(|m| m.revocable && !m.invalidated).count() as i64
+        self.mrs
+            .iter()
+            .filter(|m| m.revocable && !m.invalidated)
+            .count() as i64
     }
 
     fn contexts(&self) -> i64 {
@@ -210,7 +213,11 @@ impl Runner {
                     .any(|m| m.buf == *va && m.revocable && !m.invalidated)
             })
             .collect();
-        let pool = if registered && !with_mrs.is_empty() { with_mrs } else { all };
+        let pool = if registered && !with_mrs.is_empty() {
+            with_mrs
+        } else {
+            all
+        };
         if pool.is_empty() {
             return self.op_alloc();
         }
@@ -228,7 +235,9 @@ impl Runner {
             }
         }
         if n != want {
-            return Err(format!("'{cmd}' fired {n} free callback(s), expected {want}"));
+            return Err(format!(
+                "'{cmd}' fired {n} free callback(s), expected {want}"
+            ));
         }
         self.exp.callbacks += want;
         if legacy {
@@ -267,7 +276,11 @@ impl Runner {
             });
         }
         let kind = self.rng.below(7);
-        let any = if all.is_empty() { None } else { Some(*self.rng.pick(&all)) };
+        let any = if all.is_empty() {
+            None
+        } else {
+            Some(*self.rng.pick(&all))
+        };
         Some(match (kind, any) {
             (0, _) if !self.freed_ranges.is_empty() => {
                 let &(va, size) = self.rng.pick(&self.freed_ranges);
@@ -280,12 +293,20 @@ impl Runner {
                 (start, self.rng.range(K64 + 1, 3 * K64), false)
             }
             // Starts in the hole (or below the first buffer), ends inside.
-            (2, Some(b)) => (b - self.rng.range(1, K64), self.rng.range(K64 + 1, 2 * K64), false),
+            (2, Some(b)) => (
+                b - self.rng.range(1, K64),
+                self.rng.range(K64 + 1, 2 * K64),
+                false,
+            ),
             (4, _) => (any.unwrap_or(0x7f40_0000_0000), 0, true),
             (5, _) => (u64::MAX - self.rng.below(1 << 20), 1 << 20, true),
             (6, Some(b)) => (b, 1 << 50, false),
             // Not GPU memory.
-            _ => (0x10000 + self.rng.below(256) * K64, self.rng.range(1, 1 << 20), false),
+            _ => (
+                0x10000 + self.rng.below(256) * K64,
+                self.rng.range(1, 1 << 20),
+                false,
+            ),
         })
     }
 
@@ -345,7 +366,8 @@ impl Runner {
     /// Arms a failure of the next call of @f.
     fn arm(&mut self, f: Func, errno: i32) -> Result<(), String> {
         self.fig.injected += 1;
-        self.gpu.must(&format!("inject {} 1 -{errno} 1", f.name()))?;
+        self.gpu
+            .must(&format!("inject {} 1 -{errno} 1", f.name()))?;
         Ok(())
     }
 
@@ -399,7 +421,11 @@ impl Runner {
                     "'{cmd}': the injected {} failure was {}consumed, expected {}",
                     f.name(),
                     if c { "" } else { "not " },
-                    if want_consumed { "consumed" } else { "untouched" }
+                    if want_consumed {
+                        "consumed"
+                    } else {
+                        "untouched"
+                    }
                 ));
             }
         }
@@ -490,28 +516,89 @@ impl Runner {
             .sum();
         let persistent = self.mrs.iter().filter(|m| !m.revocable).count() as i64;
         let checks: [(&str, i64, i64); 19] = [
-            ("gpu buffers.live", get(&g, "buffers.live"), self.allocated().len() as i64),
+            (
+                "gpu buffers.live",
+                get(&g, "buffers.live"),
+                self.allocated().len() as i64,
+            ),
             ("gpu pins.live", get(&g, "pins.live"), self.revocable_pins()),
-            ("gpu pins.persistent", get(&g, "pins.persistent"), persistent),
-            ("gpu mappings.live", get(&g, "mappings.live"), self.revocable_pins() + persistent),
+            (
+                "gpu pins.persistent",
+                get(&g, "pins.persistent"),
+                persistent,
+            ),
+            (
+                "gpu mappings.live",
+                get(&g, "mappings.live"),
+                self.revocable_pins() + persistent,
+            ),
             ("gpu violations", get(&g, "violations"), 0),
-            ("gpu callbacks", delta(g0, &g, "callbacks"), self.exp.callbacks),
+            (
+                "gpu callbacks",
+                delta(g0, &g, "callbacks"),
+                self.exp.callbacks,
+            ),
             ("core mrs.live", get(&c, "mrs.live"), self.mrs.len() as i64),
             ("core violations", get(&c, "violations"), 0),
-            ("core registrations", delta(c0, &c, "registrations"), self.exp.core_regs),
-            ("core reg_failures", delta(c0, &c, "reg_failures"), self.exp.core_failures),
-            ("core invalidations", delta(c0, &c, "invalidations"), self.exp.callbacks),
-            ("module contexts_live", get(&s, "contexts_live"), self.contexts()),
+            (
+                "core registrations",
+                delta(c0, &c, "registrations"),
+                self.exp.core_regs,
+            ),
+            (
+                "core reg_failures",
+                delta(c0, &c, "reg_failures"),
+                self.exp.core_failures,
+            ),
+            (
+                "core invalidations",
+                delta(c0, &c, "invalidations"),
+                self.exp.callbacks,
+            ),
+            (
+                "module contexts_live",
+                get(&s, "contexts_live"),
+                self.contexts(),
+            ),
             ("module pinned_bytes", get(&s, "pinned_bytes"), pinned),
-            ("module registrations", delta(s0, &s, "registrations"), self.exp.acquires),
-            ("module deregistrations", delta(s0, &s, "deregistrations"), self.exp.releases),
-            ("module declines", delta(s0, &s, "declines"), self.exp.declines),
-            ("module invalidations", delta(s0, &s, "invalidations"), self.exp.callbacks),
-            ("module errors_dma_map", delta(s0, &s, "errors_dma_map"), self.exp.map_errors),
-            ("module errors_out_of_order", delta(s0, &s, "errors_out_of_order"), 0),
+            (
+                "module registrations",
+                delta(s0, &s, "registrations"),
+                self.exp.acquires,
+            ),
+            (
+                "module deregistrations",
+                delta(s0, &s, "deregistrations"),
+                self.exp.releases,
+            ),
+            (
+                "module declines",
+                delta(s0, &s, "declines"),
+                self.exp.declines,
+            ),
+            (
+                "module invalidations",
+                delta(s0, &s, "invalidations"),
+                self.exp.callbacks,
+            ),
+            (
+                "module errors_dma_map",
+                delta(s0, &s, "errors_dma_map"),
+                self.exp.map_errors,
+            ),
+            (
+                "module errors_out_of_order",
+                delta(s0, &s, "errors_out_of_order"),
+                0,
+            ),
         ];
+        // The fake VRAM in use: the buffers allocated and kept by pins.
+        let frames = g
+            .get("frames.used")
+            .map(|&f| ("gpu frames.used", f, (self.vram / K64) as i64));
         let wrong: Vec<String> = checks
             .iter()
+            .chain(frames.iter())
             .filter(|(_, got, want)| got != want)
             .map(|(n, got, want)| format!("{n} is {got}, expected {want}"))
             .collect();
@@ -556,7 +643,9 @@ impl Runner {
                 ));
             }
             if !m.invalidated {
-                pages.check(&info).map_err(|e| format!("MR {}: {e}", m.id))?;
+                pages
+                    .check(&info)
+                    .map_err(|e| format!("MR {}: {e}", m.id))?;
                 self.fig.sg_checks += 1;
             }
         }
@@ -591,7 +680,11 @@ impl Runner {
 }
 
 pub fn run(args: &[String]) -> Result<String, Fail> {
-    let a = Args::split(args, &["faults", "verbose"], &["seed", "ops", "check-every"])?;
+    let a = Args::split(
+        args,
+        &["faults", "verbose"],
+        &["seed", "ops", "check-every"],
+    )?;
     a.expect(0, 0, "stress random [options]")?;
     let seed = opt(&a, "seed", clock_seed())?;
     let ops = opt(&a, "ops", 20_000)?;
@@ -648,7 +741,8 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         res.map_err(|e| fail(&r, e))?;
     }
     r.op += 1;
-    r.finish().map_err(|e| fail(&r, format!("at the end: {e}")))?;
+    r.finish()
+        .map_err(|e| fail(&r, format!("at the end: {e}")))?;
     let secs = t0.elapsed().as_secs_f64();
     let reg_failed: u64 = r.fig.reg_failed.values().sum();
     Ok(format!(
@@ -673,4 +767,23 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         r.fig.checkpoints,
         r.fig.sg_checks,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cover() {
+        assert_eq!(covering(0x10000, 1), Some((0x10000, 0x20000)));
+        assert_eq!(covering(0x1ffff, 2), Some((0x10000, 0x30000)));
+        assert_eq!(covering(0x10000, 0), None);
+        assert_eq!(covering(u64::MAX - 10, 100), None);
+        // Ends at the last byte: the 64 KiB cover wraps.
+        assert_eq!(covering(0xffff_ffff_fffe_0001, 0x1fffe), None);
+        assert_eq!(
+            covering(0xffff_ffff_fffe_0000, 0x10000),
+            Some((0xffff_ffff_fffe_0000, 0xffff_ffff_ffff_0000))
+        );
+    }
 }
