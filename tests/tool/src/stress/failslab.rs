@@ -8,7 +8,9 @@
 //! How: failslab and fail_page_alloc get a stack filter, `require-start/end`
 //! = the module's text (from /proc/kallsyms) and `reject-start/end` = the GPU
 //! simulator's text, so that only allocations made by the module itself (or
-//! by the core on its behalf) count, never those of the simulated driver;
+//! by the core on its behalf) count, never those of the simulated driver
+//! (but in the cudaFree step, where the simulator calls the module's free
+//! callback, so that its frames are below the module's: no reject range);
 //! probability 0, so that nothing fails but what `/proc/thread-self/fail-nth`
 //! asks for: writing N there makes the N-th allocation of this thread that
 //! passes the filter fail. For each step of a workload (two registrations, a
@@ -121,6 +123,18 @@ fn configure(require: (u64, u64), reject: (u64, u64)) -> Result<(), String> {
     Ok(())
 }
 
+/// Sets the rejected stack range of both fault attributes.
+fn set_reject(reject: (u64, u64)) -> Result<(), String> {
+    for attr in ["failslab", "fail_page_alloc"] {
+        let dir = format!("{DEBUGFS}/{attr}");
+        if fs::metadata(&dir).is_ok() {
+            write(&format!("{dir}/reject-start"), &reject.0.to_string())?;
+            write(&format!("{dir}/reject-end"), &reject.1.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 /// The kernel log from now on, read without blocking.
 struct Kmsg(File);
 
@@ -157,28 +171,42 @@ impl Kmsg {
     }
 
     /// The allocation sites of the forced failures logged since the last
-    /// call: the first nvidia_peermem frame after each "forcing a failure".
+    /// call: the first three nvidia_peermem frames (the allocator's generic
+    /// wrappers are monomorphised into the module, so the first frame alone
+    /// would often name only those) after each "forcing a failure".
     fn sites(&mut self) -> Vec<String> {
-        let mut sites = Vec::new();
-        let mut pending = false;
-        for l in self.lines() {
-            if l.contains("FAULT_INJECTION: forcing a failure") {
-                if pending {
-                    sites.push("(no nvidia_peermem frame)".into());
-                }
-                pending = true;
-            } else if pending && l.contains("[nvidia_peermem]") {
+        sites_of(self.lines())
+    }
+}
+
+/// The allocation sites in kernel log lines (see [`Kmsg::sites`]).
+fn sites_of(lines: Vec<String>) -> Vec<String> {
+    let mut sites = Vec::new();
+    let mut frames: Option<Vec<String>> = None;
+    let finish = |f: Vec<String>, sites: &mut Vec<String>| {
+        sites.push(if f.is_empty() {
+            "(no nvidia_peermem frame)".to_string()
+        } else {
+            f.join(" < ")
+        });
+    };
+    for l in lines {
+        if l.contains("FAULT_INJECTION: forcing a failure") {
+            if let Some(f) = frames.take() {
+                finish(f, &mut sites);
+            }
+            frames = Some(Vec::new());
+        } else if let Some(f) = frames.as_mut() {
+            if l.contains("[nvidia_peermem]") && f.len() < 3 {
                 let frame = l.trim().trim_start_matches("? ");
-                let name = frame.split('+').next().unwrap_or(frame);
-                sites.push(name.to_string());
-                pending = false;
+                f.push(frame.split('+').next().unwrap_or(frame).to_string());
             }
         }
-        if pending {
-            sites.push("(no nvidia_peermem frame)".into());
-        }
-        sites
     }
+    if let Some(f) = frames {
+        finish(f, &mut sites);
+    }
+    sites
 }
 
 const FAIL_NTH: &str = "/proc/thread-self/fail-nth";
@@ -204,16 +232,26 @@ fn workload(
     core: &mut Ctl,
     at: usize,
     n: u64,
+    reject: (u64, u64),
     outcomes: &mut BTreeMap<String, u64>,
 ) -> Result<bool, String> {
     let mut hit = false;
     let mut step = |i: usize, ctl: &mut Ctl, cmd: &str| -> Result<Option<u64>, String> {
+        // In the cudaFree the GPU simulator calls the module (its free
+        // callback): its frames are then below the module's, not above.
+        let free = STEPS[i] == "free";
         if i == at {
+            if free {
+                set_reject((0, 0))?;
+            }
             set_fail_nth(n)?;
         }
         let r = ctl.cmd(cmd).map(|s| s.trim().to_string());
         if i == at {
             hit = injected()?;
+            if free {
+                set_reject(reject)?;
+            }
         }
         let key = match &r {
             Ok(_) => format!("{} ok", STEPS[i]),
@@ -259,7 +297,8 @@ fn check_clean(what: &str, problems: &mut Problems, v0: (i64, i64)) -> Result<()
 
 fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
     let stack = Stack::read()?;
-    configure(text_range("nvidia_peermem")?, text_range("nvidia")?)?;
+    let reject = text_range("nvidia")?;
+    configure(text_range("nvidia_peermem")?, reject)?;
     let mut kmsg = Kmsg::open()?;
     let mut gpu = Ctl::open(&GPU)?;
     let mut core = Ctl::open(&CORE)?;
@@ -274,7 +313,7 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
     for (at, name) in STEPS.iter().enumerate() {
         for n in 1.. {
             runs += 1;
-            let hit = workload(&mut gpu, &mut core, at, n, &mut outcomes)?;
+            let hit = workload(&mut gpu, &mut core, at, n, reject, &mut outcomes)?;
             check_clean(&format!("{name} allocation #{n}"), problems, v0)?;
             let found = kmsg.sites();
             if !hit {
@@ -391,5 +430,37 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         Ok(format!("{figures}\n"))
     } else {
         Err(Fail::Check(format!("{figures}\n{}", problems.report())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sites_from_the_log() {
+        let log = [
+            "FAULT_INJECTION: forcing a failure.",
+            "name failslab, interval 1, probability 0, space 0, times -1",
+            "CPU: 0 UID: 0 PID: 99 Comm: nvpm-tool",
+            "Call Trace:",
+            " dump_stack_lvl+0x5d/0x80",
+            " should_fail_ex+0x1a0/0x1f0",
+            " __kmalloc_noprof+0x80/0x3c0",
+            " _RNvXs_alloc_realloc+0x10/0x20 [nvidia_peermem]",
+            " ? _RNvCs_acquire+0x42/0x300 [nvidia_peermem]",
+            " _RNvCs_get_pages+0x12/0x30 [nvidia_peermem]",
+            " _RNvCs_fourth+0x12/0x30 [nvidia_peermem]",
+            "FAULT_INJECTION: forcing a failure.",
+            " __kmalloc_noprof+0x80/0x3c0",
+        ];
+        let sites = sites_of(log.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            sites,
+            vec![
+                "_RNvXs_alloc_realloc < _RNvCs_acquire < _RNvCs_get_pages".to_string(),
+                "(no nvidia_peermem frame)".to_string(),
+            ]
+        );
     }
 }
