@@ -28,7 +28,7 @@ stress_config() {
 }
 
 # stress_load CFG: loads the stack for CFG (load_stack), and makes sure it
-# really has CFG's parameters: a module that leaked a context cannot be
+# is fresh, with CFG's parameters: a module that leaked a context cannot be
 # unloaded, and load_stack would silently go on with it.
 stress_load() {
 	stress_config "$1"
@@ -40,7 +40,8 @@ stress_load() {
 	[ -z "$cfg_gpu" ] || sl_gpu=N
 	if [ "$(nvpm-tool core mode 2>&1)" != "$cfg_mode" ] ||
 		[ "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)" != $sl_pas ] ||
-		[ "$(nvpm-tool gpu get persistent_api 2>&1)" != $sl_gpu ]; then
+		[ "$(nvpm-tool gpu get persistent_api 2>&1)" != $sl_gpu ] ||
+		! grep -q '^contexts_live 0$' "$STATS"; then
 		fail "$1/fresh-stack" "the previous stack could not be unloaded (nvidia_peermem refcnt $(cat /sys/module/nvidia_peermem/refcnt), $(grep contexts_live "$STATS")): configuration skipped"
 		return 1
 	fi
