@@ -64,6 +64,11 @@ bench: module tool
 	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
 	@echo "bench: JSON in $(BENCH_JSON)"
 
+# The stress suite's long run, outside make check (tests/README.md, "Stress suite").
+stress-long: module tool
+	@scripts/in-chroot.sh sh -c 'STRESS_LONG_ENV="$(STRESS_LONG_ENV)" STRESS_SEED="$(STRESS_SEED)" STRESS_CONFIGS="$(STRESS_CONFIGS)" \
+		make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" stress-long'
+
 fmt: provision
 	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
 else
@@ -92,6 +97,9 @@ check-guest: module sims
 
 bench: module sims
 	$(BENCH_ENV) tests/bench/run.sh
+
+stress-long: module sims
+	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" STRESS_LONG_ENV="$(STRESS_LONG_ENV)" tests/stress/long.sh
 endif
 
 # Debug guest kernel (KASAN, lockdep, kmemleak, fault injection), cached; see tests/README.md.
@@ -103,6 +111,10 @@ debug-kernel:
 # The module and simulators built against the debug kernel, then the guest tests booted on it.
 check-debug: debug-kernel
 	@scripts/debug-kernel.sh run sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
+
+# The stress suite's scale in make stress-long: one guest per configuration.
+STRESS_LONG_ENV ?= STRESS_CONC_OPS=1000000 STRESS_RANDOM_OPS=150000 STRESS_RANDOM_CHECK=2000
+.PHONY: stress-long
 
 check-host:
 	@tests/host/run.sh

@@ -56,6 +56,10 @@ depmod -b "$ROOT" "$KREL"
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
 for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
 for f in ${GUEST_FILES:-}; do cp "$f" "$ROOT/tests/"; done
+# GUEST_ENV: KEY=VALUE words for the scenarios that read /tests/env (the stress suite's scale).
+# shellcheck disable=SC2086 # one word per line
+printf '%s\n' ${GUEST_ENV:-} >"$ROOT/tests/env"
+cp tests/stress/lib.sh "$ROOT/tests/stress-lib.sh"
 cat VERSION >"$ROOT/tests/expected-version"
 # The service files as the packages install them, Debian's `service` and
 # dash (busybox sh runs its own applets, not kmod), staged for the
@@ -79,6 +83,7 @@ echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"
 grep -E '^NVPM-RESULT ' "$LOG.txt" | sed 's/^NVPM-RESULT /  /' || true
+grep -E '^NVPM-FIGURES ' "$LOG.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
 pass=$(grep -c '^NVPM-RESULT PASS ' "$LOG.txt" || true)
 fail=$(grep -c '^NVPM-RESULT FAIL ' "$LOG.txt" || true)
 if ! grep -q '^NVPM-DONE' "$LOG.txt"; then

@@ -40,6 +40,7 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include "nv-p2p.h"
 #include "sim_common.h"
@@ -242,7 +243,7 @@ static int gsim_take_frames(unsigned long *frames, u32 n, enum gsim_layout layou
 	static const u32 run_pattern[] = { 2, 1, 3 };	/* fragmented runs */
 	unsigned long cursor = 0, start;
 	struct rnd_state rnd;
-	u32 i = 0, runs = 0, run;
+	u32 i = 0, j, runs = 0, run;
 
 	while (i < n) {
 		run = layout == LAYOUT_FRAGMENTED ?
@@ -260,8 +261,11 @@ static int gsim_take_frames(unsigned long *frames, u32 n, enum gsim_layout layou
 	}
 	if (layout == LAYOUT_SHUFFLED && n > 1) {
 		prandom_seed_state(&rnd, seed);
-		for (i = n - 1; i > 0; i--)
-			swap(frames[i], frames[prandom_u32_state(&rnd) % (i + 1)]);
+		for (i = n - 1; i > 0; i--) {
+			/* Not inside swap(): it evaluates its arguments twice. */
+			j = prandom_u32_state(&rnd) % (i + 1);
+			swap(frames[i], frames[j]);
+		}
 		if (frames[0] + 1 == frames[1])	/* never two pages in order */
 			swap(frames[0], frames[1]);
 	}
@@ -762,12 +766,16 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 	return 0;
 }
 
+static void gsim_free_during_map(struct nvidia_p2p_page_table *pt);
+
 int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
-	int ret = gsim_begin(FN_DMA_MAP_PAGES);
+	int ret;
 
+	gsim_free_during_map(page_table);
+	ret = gsim_begin(FN_DMA_MAP_PAGES);
 	if (!ret)
 		ret = gsim_dma_map(peer, page_table, dma_mapping);
 	return gsim_end(FN_DMA_MAP_PAGES, ret);
@@ -893,6 +901,68 @@ long nvidia_sim_callbacks_started(void)
 }
 EXPORT_SYMBOL_GPL(nvidia_sim_callbacks_started);
 
+/*
+ * Test hook free_during_map (not NVIDIA's API): nvidia_p2p_dma_map_pages
+ * first frees the buffer of the table it was given, from another thread, and
+ * waits up to a second for the pin's free callback to have returned (the
+ * driver then freed the table) before doing its work: a cudaFree that
+ * completes while a client is inside dma_map_pages. A client that passes a
+ * table the driver may free meanwhile gets a use_after_free violation.
+ */
+static bool free_during_map;
+module_param(free_during_map, bool, 0644);
+MODULE_PARM_DESC(free_during_map, "Test hook: dma_map_pages first frees the buffer being mapped from another thread and waits up to 1 s for its callback to return");
+
+static atomic_t gsim_free_works = ATOMIC_INIT(0);
+
+struct gsim_free_work {
+	struct work_struct work;
+	u64 va;
+};
+
+static void gsim_free_work_fn(struct work_struct *work)
+{
+	struct gsim_free_work *w = container_of(work, struct gsim_free_work, work);
+
+	gsim_free(w->va);
+	kfree(w);
+	if (atomic_dec_and_test(&gsim_free_works))
+		wake_up_var(&gsim_free_works);
+}
+
+static void gsim_free_during_map(struct nvidia_p2p_page_table *pt)
+{
+	struct gsim_free_work *w;
+	struct gsim_pin *pin;
+
+	if (!READ_ONCE(free_during_map))
+		return;
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (!w)
+		return;
+	mutex_lock(&gsim.lock);
+	pin = gsim_lookup(pt);
+	if (!pin || pin->state != PIN_ACTIVE || pin->persistent || pin->buf->freed) {
+		mutex_unlock(&gsim.lock);
+		kfree(w);
+		return;
+	}
+	kref_get(&pin->ref);
+	w->va = pin->buf->va;
+	mutex_unlock(&gsim.lock);
+	INIT_WORK(&w->work, gsim_free_work_fn);
+	atomic_inc(&gsim_free_works);
+	queue_work(system_unbound_wq, &w->work);
+	wait_event_timeout(gsim.cb_wait, READ_ONCE(pin->state) == PIN_REVOKED, HZ);
+	kref_put(&pin->ref, gsim_pin_free);
+}
+
+/* At unload: the frees queued by free_during_map have run. */
+static void gsim_flush_free_works(void)
+{
+	wait_var_event(&gsim_free_works, !atomic_read(&gsim_free_works));
+}
+
 /* ---- debugfs: ctl ----------------------------------------------------- */
 
 static int gsim_cmd_alloc(int argc, char **argv, struct sim_reply *r)
@@ -1017,6 +1087,7 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "pins.persistent %u\n", READ_ONCE(gsim.live_persistent));
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
+	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
 	for (i = 0; i < V_COUNT; i++) {
 		total += atomic_long_read(&gsim.violations[i]);
 		seq_printf(s, "violation.%s %ld\n", gsim_violation_names[i],
@@ -1163,6 +1234,7 @@ static void __exit gsim_exit(void)
 	struct gsim_device *dev, *tdev;
 
 	debugfs_remove_recursive(gsim.debugfs);
+	gsim_flush_free_works();
 	mutex_lock(&gsim.lock);
 	list_for_each_entry_safe(pin, tpin, &gsim.pins, node) {
 		gsim_violation(V_HELD_AT_UNLOAD,

@@ -181,6 +181,8 @@ struct msim_mr {
 	unsigned int nsges;
 	atomic_t events;		/* invalidations received */
 	int free_at;			/* enum msim_free_at: a cudaFree to inject */
+	int again;			/* enum msim_again: repeated calls on dereg */
+	int again_ret;			/* what the repeated dma_unmap returned */
 	unsigned int unmap_calls, put_calls;
 	/* direct mode */
 	struct nvidia_p2p_page_table *pt;
@@ -539,6 +541,45 @@ static void msim_free_hook(struct msim_mr *mr, int stage)
 	symbol_put(nvidia_sim_callbacks_started);
 }
 
+/* ---- Bad-input hooks: a core that breaks the rules ---------------------- */
+
+/*
+ * "dereg ID again=dma_unmap|put_pages|both" deregisters the MR and then, right
+ * after the core's dma_unmap and put_pages, calls the client's dma_unmap
+ * and/or put_pages a second time (before release), as a buggy core would. The
+ * repeated calls are not counted in unmap_calls/put_calls and their return
+ * value is not a violation: the test checks what the client did with them.
+ */
+enum msim_again { AGAIN_NONE, AGAIN_UNMAP, AGAIN_PUT, AGAIN_BOTH };
+static const char *const msim_again_names[] = { "none", "dma_unmap", "put_pages", "both" };
+
+static void msim_again_hook(struct msim_mr *mr)
+{
+	const struct peer_memory_client *ops = mr->client->ops;
+	int again = mr->again;
+
+	if (!again)
+		return;
+	mr->again = AGAIN_NONE;
+	if (again == AGAIN_UNMAP || again == AGAIN_BOTH)
+		mr->again_ret = ops->dma_unmap(&mr->sgt, mr->client_ctx, mr->dma_device);
+	if (again == AGAIN_PUT || again == AGAIN_BOTH)
+		ops->put_pages(&mr->sgt, mr->client_ctx);
+	pr_info("MR %u: %s called a second time (bad-input test), dma_unmap returned %d\n",
+		mr->id, msim_again_names[again], mr->again_ret);
+}
+
+/* Whether "unchecked" is among the options: the range goes to the clients as is. */
+static bool msim_unchecked(int argc, char **argv)
+{
+	int i;
+
+	for (i = 3; i < argc; i++)
+		if (!strcmp(argv[i], "unchecked"))
+			return true;
+	return false;
+}
+
 /* ---- MR lifecycle through a client --------------------------------------- */
 
 /* The ownership search: the first client whose acquire says "mine". */
@@ -640,6 +681,7 @@ static void msim_unmap_put(struct msim_mr *mr)
 	ops->put_pages(&mr->sgt, mr->client_ctx);
 	msim_phase(mr, PH_PUT_PAGES);
 	mr->put_calls++;
+	msim_again_hook(mr);
 }
 
 /* The end of a client MR: release, and the client loses a user. */
@@ -1342,7 +1384,7 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 	memset(a, 0, sizeof(*a));
 	a->direct = direct;
 	if (sim_parse_u64(argv[1], &a->va) || sim_parse_size(argv[2], &a->size) ||
-	    !a->size || a->va + a->size < a->va) {
+	    ((!a->size || a->va + a->size < a->va) && (direct || !msim_unchecked(argc, argv)))) {
 		sim_reply(r, "error: bad range '%s' '%s'\n", argv[1], argv[2]);
 		return -EINVAL;
 	}
@@ -1355,6 +1397,8 @@ static int msim_parse_reg(int argc, char **argv, bool direct,
 			a->persistent = true;
 		} else if (!strcmp(argv[i], "nonpci")) {
 			a->nonpci = true;
+		} else if (!direct && !strcmp(argv[i], "unchecked")) {
+			continue;
 		} else if (!direct && !strncmp(argv[i], "free_at=", 8) &&
 			   (a->free_at = match_string(msim_free_at_names,
 						     ARRAY_SIZE(msim_free_at_names),
@@ -1406,11 +1450,49 @@ static void msim_dereg_erased(struct msim_mr *mr)
 	kref_put(&mr->ref, msim_mr_free);
 }
 
+/* dereg ID again=dma_unmap|put_pages|both (see msim_again_hook) */
+static int msim_dereg_again(const char *ids, const char *opt, struct sim_reply *r)
+{
+	struct msim_mr *mr;
+	int again = -EINVAL;
+	u64 v;
+
+	if (!strncmp(opt, "again=", 6))
+		again = match_string(msim_again_names, ARRAY_SIZE(msim_again_names), opt + 6);
+	if (again <= 0 || sim_parse_u64(ids, &v) || v > U32_MAX) {
+		sim_reply(r, "error: usage: dereg ID again=dma_unmap|put_pages|both\n");
+		return -EINVAL;
+	}
+	mr = xa_erase(&msim_mrs, v);
+	if (!mr) {
+		sim_reply(r, "error: no MR %llu\n", v);
+		return -ENOENT;
+	}
+	if (mr->direct) {
+		xa_store(&msim_mrs, mr->id, mr, GFP_KERNEL);
+		sim_reply(r, "error: MR %llu has no client\n", v);
+		return -EINVAL;
+	}
+	mr->again = again;
+	msim_deregister(mr);
+	if (mr->again)
+		sim_reply(r, "again not called (the MR was not mapped)\n");
+	else if (again == AGAIN_PUT)
+		sim_reply(r, "again put_pages\n");
+	else
+		sim_reply(r, "again dma_unmap %d\n", mr->again_ret);
+	kref_put(&mr->ref, msim_mr_free);
+	return 0;
+}
+
 static int msim_cmd_dereg(int argc, char **argv, struct sim_reply *r)
 {
 	struct msim_mr *mr;
 	unsigned long id;
 	u64 v;
+
+	if (argc > 2)
+		return msim_dereg_again(argv[1], argv[2], r);
 
 	if (!strcmp(argv[1], "all")) {
 		xa_for_each(&msim_mrs, id, mr) {

@@ -24,6 +24,7 @@ MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
   core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
            [--free-at get_pages|dma_map|put_pages]   prints the MR id;
                                         --free-at: cudaFree the buffer just before that call
+           [--unchecked]                 hand a zero or wrapping range to the clients as is
   core direct VA SIZE [--persistent] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
                                         (no client)
                                         with --count: N timed reg/dereg cycles;
@@ -31,6 +32,7 @@ MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
                                         --profile: also 'phase NAME NS' per cycle;
                                         --drain: then wait for deferred unpins, add drain_ns
   core dereg ID|all
+  core dereg ID --again dma_unmap|put_pages|both   then call them a second time (bad core)
   core show ID [FIELD] | core sg ID | core state ID | core events ID
   core counters | core counter NAME | core reset | core clients | core mrs | core mode
 
@@ -38,6 +40,21 @@ Checks (exit status 1 and a message when they fail):
   expect-sg ID      the MR's SG list maps its range to the GPU's DMA addresses
   expect-clean      no live buffers, pins, mappings or MRs, no violations
 ";
+
+/// `core dereg ID [--again WHAT]` as a ctl command.
+pub fn core_dereg(args: &[String]) -> Result<String, Usage> {
+    let a = Args::split(args, &[], &["again"])?;
+    a.expect(1, 1, "core dereg ID|all [--again dma_unmap|put_pages|both]")?;
+    let id = &a.positional[0];
+    if id != "all" {
+        parse_u64(id)?;
+    }
+    Ok(match a.options.get("again") {
+        Some(_) if id == "all" => return Err(Usage("--again needs an MR id".into())),
+        Some(what) => format!("dereg {id} again={what}"),
+        None => format!("dereg {id}"),
+    })
+}
 
 /// A command-line error: the usage is printed with it.
 #[derive(Debug, PartialEq, Eq)]
@@ -131,7 +148,7 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
     let flags: &[&str] = if direct {
         &["persistent", "nonpci", "nocheck", "profile"]
     } else {
-        &["inval", "ro", "nonpci", "nocheck", "profile"]
+        &["inval", "ro", "nonpci", "unchecked", "nocheck", "profile"]
     };
     let options: &[&str] = if direct { &["count"] } else { &["count", "free-at"] };
     let a = Args::split(args, flags, options)?;

@@ -6,9 +6,12 @@
 //! status 1 (2 for a bad command line). See tests/README.md.
 
 mod cli;
+mod ctl;
 mod parse;
+mod rng;
 mod sgcheck;
 mod sim;
+mod stress;
 
 use std::process::ExitCode;
 
@@ -198,13 +201,7 @@ fn show(id: &str) -> Result<MrInfo> {
 fn core(cmd: &str, args: &[String]) -> Result<String> {
     match cmd {
         "reg" | "direct" => core_reg(cmd == "direct", args),
-        "dereg" => {
-            let id = one(args, "core dereg ID|all")?;
-            if id != "all" {
-                parse::parse_u64(id)?;
-            }
-            Ok(CORE.ctl(&format!("dereg {id}"))?)
-        }
+        "dereg" => Ok(CORE.ctl(&cli::core_dereg(args)?)?),
         "show" => match args {
             [id] => Ok(CORE.ctl(&format!("show {}", parse::parse_u64(id)?))?),
             [id, field] => Ok(format!("{}\n", show(id)?.get(field)?)),
@@ -281,7 +278,13 @@ fn run(args: &[String]) -> Result<String> {
         [group, cmd, rest @ ..] if group == "core" => core(cmd, rest),
         [cmd, rest @ ..] if cmd == "expect-sg" => expect_sg(rest),
         [cmd, rest @ ..] if cmd == "expect-clean" => expect_clean(rest),
-        [cmd] if cmd == "help" || cmd == "--help" || cmd == "-h" => Ok(USAGE.to_string()),
+        [cmd, rest @ ..] if cmd == "stress" => stress::run(rest).map_err(|e| match e {
+            stress::Fail::Usage(m) => Error::Usage(Usage(m)),
+            stress::Fail::Check(m) => Error::Failed(m),
+        }),
+        [cmd] if cmd == "help" || cmd == "--help" || cmd == "-h" => {
+            Ok(format!("{USAGE}\n{}", stress::USAGE))
+        }
         _ => usage("unknown command"),
     }
 }
@@ -294,7 +297,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(Error::Usage(Usage(msg))) => {
-            eprintln!("nvpm-tool: {msg}\n\n{USAGE}");
+            eprintln!("nvpm-tool: {msg}\n\n{USAGE}\n{}", stress::USAGE);
             ExitCode::from(2)
         }
         Err(Error::Failed(msg)) => {

@@ -1,0 +1,67 @@
+# Helpers for the stress scenarios (tests/guest/scenarios/5*-stress-*.sh),
+# installed in the guest as /tests/stress-lib.sh; sourced after lib.sh and
+# client-lib.sh. tests/README.md, "Stress suite".
+# shellcheck shell=sh
+
+# The scale: GUEST_ENV words (make stress-long), written to /tests/env.
+# shellcheck disable=SC1091
+[ ! -r /tests/env ] || . /tests/env
+stress_t0=$(date +%s)
+
+# The configurations: core generation - client layout (STRESS_CONFIGS in
+# /tests/env picks some: tests/stress/long.sh boots once per configuration).
+: "${STRESS_CONFIGS:=modern-persistent modern-revocable modern-fallback mid-persistent mid-revocable legacy-persistent legacy-revocable}"
+
+# stress_config CFG: sets cfg_mode, cfg_gpu (GPU simulator parameters),
+# cfg_params (nvidia_peermem's) and cfg_inval (the percentage of MRs that
+# support invalidation in the load generators) for CFG.
+# shellcheck disable=SC2034 # cfg_inval is for the scenarios
+stress_config() {
+	cfg_mode=${1%%-*}
+	cfg_gpu="" cfg_inval=50
+	cfg_params="peerdirect_support=0"
+	[ "$cfg_mode" = legacy ] && cfg_params="peerdirect_support=1"
+	case $1 in
+	*-revocable) cfg_params="persistent_api_support=0 $cfg_params" cfg_inval=75 ;;
+	*-fallback) cfg_gpu="persistent_api=0" cfg_inval=90 ;;
+	esac
+}
+
+# stress_load CFG: loads the stack for CFG (load_stack), and makes sure it
+# is fresh, with CFG's parameters: a module that leaked a context cannot be
+# unloaded, and load_stack would silently go on with it.
+stress_load() {
+	stress_config "$1"
+	# shellcheck disable=SC2086 # parameters are words
+	load_stack "$1" "mode=$cfg_mode" "$cfg_gpu" "$cfg_params" || return 1
+	sl_pas=1
+	case $cfg_params in *persistent_api_support=0*) sl_pas=0 ;; esac
+	sl_gpu=Y
+	[ -z "$cfg_gpu" ] || sl_gpu=N
+	if [ "$(nvpm-tool core mode 2>&1)" != "$cfg_mode" ] ||
+		[ "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)" != $sl_pas ] ||
+		[ "$(nvpm-tool gpu get persistent_api 2>&1)" != $sl_gpu ] ||
+		! grep -q '^contexts_live 0$' "$STATS"; then
+		fail "$1/fresh-stack" "the previous stack could not be unloaded (nvidia_peermem refcnt $(cat /sys/module/nvidia_peermem/refcnt), $(grep contexts_live "$STATS")): configuration skipped"
+		return 1
+	fi
+}
+
+# stress_run NAME ARGS...: nvpm-tool stress ARGS, one assertion; its figures
+# (the first line of its output) go to the serial log as NVPM-FIGURES, the
+# whole output when it fails.
+stress_run() {
+	sr_name=$1
+	shift
+	if sr_out=$(nvpm-tool stress "$@" 2>&1); then
+		pass "$sr_name"
+	else
+		fail "$sr_name" "$(printf '%s' "$sr_out" | tr '\n' '|')"
+	fi
+	printf '%s\n' "$sr_out" | head -n 1 | sed "s|^nvpm-tool: ||; s|^|NVPM-FIGURES $SCENARIO/$sr_name: |"
+}
+
+# stress_done: the scenario's duration, as a figure.
+stress_done() {
+	echo "NVPM-FIGURES $SCENARIO: $(($(date +%s) - stress_t0)) s"
+}

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! `stress failslab`: every memory allocation made with nvidia_peermem's code
+//! on the stack fails in turn (needs a kernel with CONFIG_FAILSLAB,
+//! CONFIG_FAIL_PAGE_ALLOC, CONFIG_FAULT_INJECTION_DEBUG_FS and
+//! CONFIG_FAULT_INJECTION_STACKTRACE_FILTER: the debug kernel).
+//!
+//! How: failslab and fail_page_alloc get a stack filter, `require-start/end`
+//! = the module's text (from /proc/kallsyms) and `reject-start/end` = the GPU
+//! simulator's text, so that only allocations made by the module itself (or
+//! by the core on its behalf) count, never those of the simulated driver
+//! (but in the cudaFree step, where the simulator calls the module's free
+//! callback, so that its frames are below the module's: no reject range);
+//! probability 0, so that nothing fails but what `/proc/thread-self/fail-nth`
+//! asks for: writing N there makes the N-th allocation of this thread that
+//! passes the filter fail. For each step of a workload (two registrations, a
+//! cudaFree of a registered buffer, two deregistrations) and N = 1, 2, ...
+//! until the step makes fewer than N such allocations, the workload runs with
+//! that one allocation failing. `verbose=2` makes the kernel log each forced
+//! failure with a stack trace, from which the allocation site (the first
+//! frame in nvidia_peermem) is read back through /dev/kmsg.
+//!
+//! With `--init PARAMS` the module's own loading is swept instead:
+//! `modprobe nvidia_peermem PARAMS` runs with fail-nth = N (the filter then
+//! requires the module area, since the module's address is not known before
+//! it loads), until a load passes without a forced failure.
+//!
+//! After each run: a registration failed or succeeded (either is fine), no
+//! simulator counted a contract violation, nothing is left pinned, mapped,
+//! registered or accounted; a failed load left no client registered.
+//! Leaks of the module's own memory are kmemleak's job (GUEST_KMEMLEAK=1).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use super::{leftovers, settle, tally, Fail, Problems, Stack};
+use crate::cli::Args;
+use crate::ctl::{get, Ctl};
+use crate::parse::parse_u64;
+use crate::sim::{CORE, GPU};
+
+const O_NONBLOCK: i32 = 0o4000;
+const DEBUGFS: &str = "/sys/kernel/debug";
+/// x86-64's module mapping area (MODULES_VADDR .. MODULES_END with KASLR).
+const MODULES_AREA: (u64, u64) = (0xffff_ffff_c000_0000, 0xffff_ffff_ff00_0000);
+
+/// The text range of a loaded module, from /proc/kallsyms.
+fn text_range(module: &str) -> Result<(u64, u64), String> {
+    let tag = format!("[{module}]");
+    let syms = fs::read_to_string("/proc/kallsyms").map_err(|e| format!("/proc/kallsyms: {e}"))?;
+    let addrs: Vec<u64> = syms
+        .lines()
+        .filter(|l| l.ends_with(&tag))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let addr = u64::from_str_radix(w.next()?, 16).ok()?;
+            matches!(w.next()?, "t" | "T").then_some(addr)
+        })
+        .collect();
+    match (addrs.iter().min(), addrs.iter().max()) {
+        (Some(&lo), Some(&hi)) if lo != 0 => Ok((lo, (hi | 0xfff) + 1)),
+        _ => Err(format!(
+            "no text symbols of {module} in /proc/kallsyms (not loaded, or addresses hidden by kptr_restrict)"
+        )),
+    }
+}
+
+fn write(path: &str, value: &str) -> Result<(), String> {
+    fs::write(path, value).map_err(|e| format!("{path} = {value}: {e}"))
+}
+
+/// Sets up failslab and fail_page_alloc to fail only what fail-nth asks for,
+/// only with @require on the stack and @reject not.
+fn configure(require: (u64, u64), reject: (u64, u64)) -> Result<(), String> {
+    for attr in ["failslab", "fail_page_alloc"] {
+        let dir = format!("{DEBUGFS}/{attr}");
+        if fs::metadata(&dir).is_err() {
+            if attr == "failslab" {
+                return Err(format!(
+                    "{dir} missing: this kernel has no CONFIG_FAILSLAB/CONFIG_FAULT_INJECTION_DEBUG_FS (use the debug kernel)"
+                ));
+            }
+            continue;
+        }
+        for (k, v) in [
+            ("probability", "0".to_string()),
+            ("interval", "1".into()),
+            ("times", "-1".into()),
+            ("space", "0".into()),
+            ("verbose", "2".into()),
+            ("verbose_ratelimit_burst", "100000".into()),
+            ("task-filter", "N".into()),
+            ("ignore-gfp-wait", "N".into()),
+            ("stacktrace-depth", "32".into()),
+            ("require-start", require.0.to_string()),
+            ("require-end", require.1.to_string()),
+            ("reject-start", reject.0.to_string()),
+            ("reject-end", reject.1.to_string()),
+        ] {
+            let path = format!("{dir}/{k}");
+            if k == "stacktrace-depth" || k.starts_with("re") {
+                // Without CONFIG_FAULT_INJECTION_STACKTRACE_FILTER nothing would
+                // confine the failures to the module.
+                if fs::metadata(&path).is_err() {
+                    return Err(format!(
+                        "{path} missing: the kernel lacks CONFIG_FAULT_INJECTION_STACKTRACE_FILTER"
+                    ));
+                }
+            } else if fs::metadata(&path).is_err() {
+                continue;
+            }
+            write(&path, &v)?;
+        }
+        if attr == "fail_page_alloc" {
+            let _ = write(&format!("{dir}/ignore-gfp-highmem"), "N");
+            let _ = write(&format!("{dir}/min-order"), "0");
+        }
+    }
+    Ok(())
+}
+
+/// Sets the rejected stack range of both fault attributes.
+fn set_reject(reject: (u64, u64)) -> Result<(), String> {
+    for attr in ["failslab", "fail_page_alloc"] {
+        let dir = format!("{DEBUGFS}/{attr}");
+        if fs::metadata(&dir).is_ok() {
+            write(&format!("{dir}/reject-start"), &reject.0.to_string())?;
+            write(&format!("{dir}/reject-end"), &reject.1.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// The kernel log from now on, read without blocking.
+struct Kmsg(File);
+
+impl Kmsg {
+    fn open() -> Result<Self, String> {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open("/dev/kmsg")
+            .map_err(|e| format!("/dev/kmsg: {e}"))?;
+        f.seek(SeekFrom::End(0))
+            .map_err(|e| format!("/dev/kmsg: {e}"))?;
+        Ok(Kmsg(f))
+    }
+
+    /// The records logged since the last call.
+    fn lines(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let rec = String::from_utf8_lossy(&buf[..n]);
+                    let text = rec.split_once(';').map_or(&*rec, |(_, t)| t);
+                    out.push(text.lines().next().unwrap_or("").to_string());
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.raw_os_error() == Some(32) => continue, // EPIPE: records lost
+                Err(_) => break,
+            }
+        }
+        out
+    }
+
+    /// The allocation sites of the forced failures logged since the last
+    /// call: the first three nvidia_peermem frames (the allocator's generic
+    /// wrappers are monomorphised into the module, so the first frame alone
+    /// would often name only those) after each "forcing a failure".
+    fn sites(&mut self) -> Vec<String> {
+        sites_of(self.lines())
+    }
+}
+
+/// The allocation sites in kernel log lines (see [`Kmsg::sites`]).
+fn sites_of(lines: Vec<String>) -> Vec<String> {
+    let mut sites = Vec::new();
+    let mut frames: Option<Vec<String>> = None;
+    let finish = |f: Vec<String>, sites: &mut Vec<String>| {
+        sites.push(if f.is_empty() {
+            "(no nvidia_peermem frame)".to_string()
+        } else {
+            f.join(" < ")
+        });
+    };
+    for l in lines {
+        if l.contains("FAULT_INJECTION: forcing a failure") {
+            if let Some(f) = frames.take() {
+                finish(f, &mut sites);
+            }
+            frames = Some(Vec::new());
+        } else if let Some(f) = frames.as_mut() {
+            if l.contains("[nvidia_peermem]") && f.len() < 3 {
+                let frame = l.trim().trim_start_matches("? ");
+                f.push(frame.split('+').next().unwrap_or(frame).to_string());
+            }
+        }
+    }
+    if let Some(f) = frames {
+        finish(f, &mut sites);
+    }
+    sites
+}
+
+const FAIL_NTH: &str = "/proc/thread-self/fail-nth";
+
+fn set_fail_nth(n: u64) -> Result<(), String> {
+    write(FAIL_NTH, &n.to_string())
+}
+
+/// Reads and clears fail-nth; true if the failure was injected.
+fn injected() -> Result<bool, String> {
+    let left = fs::read_to_string(FAIL_NTH).map_err(|e| format!("{FAIL_NTH}: {e}"))?;
+    set_fail_nth(0)?;
+    Ok(left.trim() == "0")
+}
+
+/// The workload's steps where the module runs in this thread.
+const STEPS: [&str; 5] = ["reg-inval", "reg", "free", "dereg-1", "dereg-2"];
+
+/// Runs the workload with the @n-th allocation of step @at failing; returns
+/// whether it was injected, and the registrations' outcomes.
+fn workload(
+    gpu: &mut Ctl,
+    core: &mut Ctl,
+    at: usize,
+    n: u64,
+    reject: (u64, u64),
+    outcomes: &mut BTreeMap<String, u64>,
+) -> Result<bool, String> {
+    let mut hit = false;
+    let mut step = |i: usize, ctl: &mut Ctl, cmd: &str| -> Result<Option<u64>, String> {
+        // In the cudaFree the GPU simulator calls the module (its free
+        // callback): its frames are then below the module's, not above.
+        let free = STEPS[i] == "free";
+        if i == at {
+            if free {
+                set_reject((0, 0))?;
+            }
+            set_fail_nth(n)?;
+        }
+        let r = ctl.cmd(cmd).map(|s| s.trim().to_string());
+        if i == at {
+            hit = injected()?;
+            if free {
+                set_reject(reject)?;
+            }
+        }
+        let key = match &r {
+            Ok(_) => format!("{} ok", STEPS[i]),
+            Err(e) => format!("{} {}", STEPS[i], e.name()),
+        };
+        if i == at && hit {
+            *outcomes.entry(key).or_default() += 1;
+        }
+        match r {
+            Ok(s) => Ok(parse_u64(s.split_whitespace().last().unwrap_or("")).ok()),
+            Err(_) if STEPS[i].starts_with("reg") => Ok(None),
+            Err(e) => Err(format!("'{cmd}' failed ({}): {}", e.name(), e.why)),
+        }
+    };
+    let a = gpu.number("alloc 2M fragmented")?;
+    let b = gpu.number("alloc 1M shuffled")?;
+    let r1 = step(0, core, &format!("reg {a:#x} 2M inval"))?;
+    let r2 = step(1, core, &format!("reg {:#x} 500000", b + 4097))?;
+    step(2, gpu, &format!("free {a:#x}"))?;
+    if let Some(id) = r1 {
+        step(3, core, &format!("dereg {id}"))?;
+    }
+    if let Some(id) = r2 {
+        step(4, core, &format!("dereg {id}"))?;
+    }
+    gpu.must(&format!("free {b:#x}"))?;
+    Ok(hit)
+}
+
+fn check_clean(what: &str, problems: &mut Problems, v0: (i64, i64)) -> Result<(), String> {
+    if let Err(e) = settle(0, 0) {
+        problems.add(format!("{what}: {e}"));
+    }
+    for d in leftovers()? {
+        problems.add(format!("{what}: left over: {d}"));
+    }
+    let (g, c) = (GPU.counters()?, CORE.counters()?);
+    if get(&g, "violations") != v0.0 || get(&c, "violations") != v0.1 {
+        problems.add(format!("{what}: contract violations"));
+    }
+    Ok(())
+}
+
+fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
+    let stack = Stack::read()?;
+    let reject = text_range("nvidia")?;
+    configure(text_range("nvidia_peermem")?, reject)?;
+    let mut kmsg = Kmsg::open()?;
+    let mut gpu = Ctl::open(&GPU)?;
+    let mut core = Ctl::open(&CORE)?;
+    let v0 = (
+        get(&GPU.counters()?, "violations"),
+        get(&CORE.counters()?, "violations"),
+    );
+    let mut outcomes = BTreeMap::new();
+    let mut sites: BTreeSet<String> = BTreeSet::new();
+    let mut per_step = BTreeMap::new();
+    let mut runs = 0u64;
+    for (at, name) in STEPS.iter().enumerate() {
+        for n in 1.. {
+            runs += 1;
+            let hit = workload(&mut gpu, &mut core, at, n, reject, &mut outcomes)?;
+            check_clean(&format!("{name} allocation #{n}"), problems, v0)?;
+            let found = kmsg.sites();
+            if !hit {
+                break;
+            }
+            *per_step.entry(name.to_string()).or_insert(0u64) += 1;
+            match found.as_slice() {
+                [site] => {
+                    sites.insert(site.clone());
+                }
+                other => problems.add(format!(
+                    "{name} allocation #{n}: {} forced failure(s) logged",
+                    other.len()
+                )),
+            }
+        }
+    }
+    Ok(format!(
+        "{} core, clients {}: {} allocation fault sites by step ({}), {} distinct allocation call sites [{}], outcomes: {}; {runs} runs",
+        stack.mode,
+        stack.clients.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("+"),
+        per_step.values().sum::<u64>(),
+        tally(&per_step),
+        sites.len(),
+        sites.iter().cloned().collect::<Vec<_>>().join(", "),
+        tally(&outcomes),
+    ))
+}
+
+fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
+    if fs::metadata("/sys/module/nvidia_peermem").is_ok() {
+        return Err("nvidia_peermem is loaded: --init loads it itself".into());
+    }
+    configure(MODULES_AREA, text_range("nvidia")?)?;
+    let mut kmsg = Kmsg::open()?;
+    let clients0 = get(&CORE.counters()?, "clients.live");
+    let mut sites: BTreeSet<String> = BTreeSet::new();
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut hits = 0u64;
+    for n in 1u64.. {
+        let mut cmd = Command::new("modprobe");
+        cmd.arg("nvidia_peermem").args(params.split_whitespace());
+        // SAFETY: the child only writes a file before exec; nothing else runs
+        // in this process (no other thread holds a lock it could need).
+        unsafe {
+            cmd.pre_exec(move || std::fs::write(FAIL_NTH, n.to_string()));
+        }
+        let ok = cmd
+            .output()
+            .map_err(|e| format!("modprobe: {e}"))?
+            .status
+            .success();
+        let found = kmsg.sites();
+        let loaded = fs::metadata("/sys/module/nvidia_peermem").is_ok();
+        if ok != loaded {
+            problems.add(format!(
+                "load with allocation #{n} failing: modprobe {}, module {}",
+                if ok { "succeeded" } else { "failed" },
+                if loaded { "loaded" } else { "not loaded" }
+            ));
+        }
+        let clients = get(&CORE.counters()?, "clients.live") - clients0;
+        if loaded {
+            if clients != 2 {
+                problems.add(format!(
+                    "loaded with allocation #{n} failing: {clients} client(s) registered"
+                ));
+            }
+            let rm = Command::new("rmmod").arg("nvidia_peermem").status();
+            if !rm.is_ok_and(|s| s.success()) {
+                return Err(format!("rmmod nvidia_peermem failed after load #{n}"));
+            }
+        } else if clients != 0 {
+            problems.add(format!(
+                "failed load with allocation #{n} failing left {clients} client(s) registered"
+            ));
+        }
+        if found.is_empty() {
+            if !loaded {
+                problems.add(format!("load #{n} failed without a forced failure"));
+            }
+            break;
+        }
+        hits += 1;
+        *outcomes
+            .entry(if loaded {
+                "loaded".into()
+            } else {
+                "refused".into()
+            })
+            .or_default() += 1;
+        sites.extend(found);
+    }
+    Ok(format!(
+        "module load ({params}): {hits} allocation fault sites, {} distinct call sites [{}], outcomes: {}",
+        sites.len(),
+        sites.iter().cloned().collect::<Vec<_>>().join(", "),
+        tally(&outcomes)
+    ))
+}
+
+pub fn run(args: &[String]) -> Result<String, Fail> {
+    let a = Args::split(args, &[], &["init"])?;
+    a.expect(0, 0, "stress failslab [--init PARAMS]")?;
+    let mut problems = Problems::default();
+    let figures = match a.options.get("init") {
+        Some(params) => sweep_init(params, &mut problems),
+        None => sweep_registrations(&mut problems),
+    };
+    // Leave fault injection off whatever happened.
+    let _ = write(FAIL_NTH, "0");
+    let figures = figures?;
+    if problems.is_empty() {
+        Ok(format!("{figures}\n"))
+    } else {
+        Err(Fail::Check(format!("{figures}\n{}", problems.report())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sites_from_the_log() {
+        let log = [
+            "FAULT_INJECTION: forcing a failure.",
+            "name failslab, interval 1, probability 0, space 0, times -1",
+            "CPU: 0 UID: 0 PID: 99 Comm: nvpm-tool",
+            "Call Trace:",
+            " dump_stack_lvl+0x5d/0x80",
+            " should_fail_ex+0x1a0/0x1f0",
+            " __kmalloc_noprof+0x80/0x3c0",
+            " _RNvXs_alloc_realloc+0x10/0x20 [nvidia_peermem]",
+            " ? _RNvCs_acquire+0x42/0x300 [nvidia_peermem]",
+            " _RNvCs_get_pages+0x12/0x30 [nvidia_peermem]",
+            " _RNvCs_fourth+0x12/0x30 [nvidia_peermem]",
+            "FAULT_INJECTION: forcing a failure.",
+            " __kmalloc_noprof+0x80/0x3c0",
+        ];
+        let sites = sites_of(log.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            sites,
+            vec![
+                "_RNvXs_alloc_realloc < _RNvCs_acquire < _RNvCs_get_pages".to_string(),
+                "(no nvidia_peermem frame)".to_string(),
+            ]
+        );
+    }
+}
