@@ -52,8 +52,12 @@ PKGROOT=$(tests/packaging/root.sh) || {
 	bad root "tests/packaging/root.sh failed"
 	finish
 }
+# One packaging run at a time per cache (the overlay and its mounts).
 exec 8>"$NVPM_CACHE/.pkgtest.lock"
-flock 8
+flock -n 8 || {
+	step "waiting for another packaging test run on this machine to finish"
+	flock 8
+}
 # shellcheck source=/dev/null
 . "$PKGROOT/.pkgroot.env"
 V=$(cat VERSION)
