@@ -43,6 +43,8 @@ pub(crate) struct RegState {
     core_context: Option<u64>,
     /// Where invalidations go (revocable pins only).
     invalidator: Option<&'static InvalidatorSlot>,
+    /// The thread forwarding an invalidation for this registration, if any.
+    forwarder: Option<kernel::task::Pid>,
     /// Bytes counted in `pinned_bytes` (0 once given back).
     pinned_len: u64,
     /// The scatterlist handed to the core; freed at release.
@@ -88,7 +90,10 @@ impl PinOwner for RegState {
             self.unaccount();
         }
         match action {
-            Ok(Action::ForwardInvalidation) => self.core_context.zip(self.invalidator),
+            Ok(Action::ForwardInvalidation) => {
+                self.forwarder = Some(crate::shim::current_pid());
+                self.core_context.zip(self.invalidator)
+            }
             _ => None,
         }
     }
@@ -107,6 +112,7 @@ impl PinOwner for RegState {
     }
 
     fn revoke_end(&mut self) {
+        self.forwarder = None;
         let _ = self.apply(Event::CallbackEnd);
     }
 
@@ -125,6 +131,7 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
         phase: Phase::Pinned,
         core_context: None,
         invalidator: (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT),
+        forwarder: None,
         pinned_len: 0,
         sg: None,
         _module: ModuleRef::get()?,
@@ -272,12 +279,28 @@ fn put_pages(ctx: ArcBorrow<'_, Context>) {
 }
 
 fn release(ctx: Arc<Context>) {
+    wait_for_forward(&ctx);
     end_of_use(ctx.as_arc_borrow(), Event::Release);
     // Freed here, not in put_pages: a core may skip put_pages after an
     // invalidation, never release.
     let sg = ctx.lock().owner().sg.take();
     drop(sg);
     STATS.add(Counter::Deregistrations, 1);
+}
+
+/// Waits until an invalidation another thread is forwarding for `ctx` has
+/// reached the core: once released, the core may give the core context to a
+/// new registration, which the late invalidation would then hit. A core that
+/// releases from inside the invalidation (MOFED 5.0 and earlier) does so on
+/// the forwarding thread, which does not wait for itself.
+fn wait_for_forward(ctx: &Context) {
+    let me = crate::shim::current_pid();
+    loop {
+        match ctx.lock().owner().forwarder {
+            Some(pid) if pid != me => crate::shim::sleep_briefly(),
+            _ => return,
+        }
+    }
 }
 
 /// put_pages or release: unpins if the registration still holds pages.

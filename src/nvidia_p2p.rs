@@ -131,6 +131,9 @@ struct Inner<T> {
     revoked: bool,
     /// `pin` is calling the driver; a callback now owns its reference.
     pinning: bool,
+    /// A teardown is calling the driver to unpin; a callback that starts now
+    /// leaves its reference to the teardown (put_pages waits for it).
+    putting: bool,
     /// Work for the deferred teardown.
     pending: Option<Teardown>,
 }
@@ -168,6 +171,7 @@ impl<T: PinOwner> GpuPin<T> {
                     mapping: None,
                     revoked: false,
                     pinning: false,
+                    putting: false,
                     pending: None,
                 }),
                 work <- new_work!("GpuPin::work"),
@@ -442,6 +446,15 @@ impl Teardown {
     /// Unmaps, unpins and, for revocable pins, takes back the callback's reference.
     fn run<T: PinOwner>(self, pin: &Arc<GpuPin<T>>) {
         let Some(pages) = self.pages else { return };
+        {
+            let mut inner = pin.inner.lock();
+            if inner.revoked {
+                // A free callback came after the pages were taken out: the
+                // driver frees them itself, and the callback owns its reference.
+                return;
+            }
+            inner.putting = true;
+        }
         if let Some(mapping) = self.mapping {
             unmap(pages.0, mapping);
         }
@@ -558,7 +571,9 @@ unsafe extern "C" fn free_callback<T: PinOwner>(data: *mut c_void) {
     let (followup, owns_reference) = {
         let mut inner = pin.inner.lock();
         inner.revoked = true;
-        let owns = inner.pages.is_some() || inner.pinning;
+        // Unless a teardown is inside put_pages (which waits for us and then
+        // takes the reference back), this callback owns the reference.
+        let owns = !inner.putting;
         // The driver frees both after we return.
         inner.mapping = None;
         inner.pages = None;

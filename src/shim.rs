@@ -55,3 +55,13 @@ impl Drop for StatsFile {
         unsafe { abi::nvpm_debugfs_exit() };
     }
 }
+
+/// The thread id of the calling task.
+pub(crate) fn current_pid() -> kernel::task::Pid {
+    kernel::current!().pid()
+}
+
+/// Sleeps for about 100 µs (waiting out another thread's short call).
+pub(crate) fn sleep_briefly() {
+    kernel::time::delay::fsleep(kernel::time::Delta::from_micros(100));
+}

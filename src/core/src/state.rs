@@ -139,10 +139,13 @@ pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
 }
 
 /// Whether the free callback owns the context reference it was given, after
-/// `CallbackBegin` moved the registration to `next`. Otherwise the teardown
-/// that was running reclaims it when the driver's unpin returns.
+/// `CallbackBegin` moved the registration to `next`: always, unless the
+/// teardown is already inside the driver's unpin (which waits for the
+/// callback and then takes the reference back). With the unpin modelled as
+/// atomic, a callback during `TearingDown` came first: the teardown then
+/// leaves the pages to the driver.
 pub fn callback_owns_reference(next: Phase) -> bool {
-    next == Phase::Revoking
+    matches!(next, Phase::Revoking | Phase::TearingDown { revoked: true })
 }
 
 /// Whether a phase still holds pages pinned in the driver.
@@ -241,11 +244,11 @@ mod tests {
     }
 
     #[test]
-    fn callback_during_teardown_leaves_the_reference_to_teardown() {
+    fn callback_during_teardown_keeps_the_reference() {
         let p = Phase::TearingDown { revoked: false };
         let (next, a) = step(p, Event::CallbackBegin).unwrap();
         assert_eq!(a, Action::None);
-        assert!(!callback_owns_reference(next));
+        assert!(callback_owns_reference(next));
         assert_eq!(step(next, Event::CallbackEnd), Ok((next, Action::None)));
         assert_eq!(
             step(next, Event::TeardownEnd),
@@ -359,10 +362,15 @@ mod tests {
                     }
                     p = next;
                     if pending_teardown && !callback_running {
+                        // A revoked teardown leaves the pages and the
+                        // reference to the driver and its callback.
                         pending_teardown = false;
+                        let revoked = p == Phase::TearingDown { revoked: true };
                         let (next, _) = step(p, Event::TeardownEnd).unwrap();
                         p = next;
-                        teardown_refs += 1;
+                        if !revoked {
+                            teardown_refs += 1;
+                        }
                     }
                 }
                 // The core gets an error; a failed dma_map is unwound as MOFED does.
