@@ -468,10 +468,16 @@ impl Teardown {
                 // SAFETY: `pages` is a live revocable pin of `va`; a racing
                 // callback completes before this returns.
                 let ret = unsafe { abi::nvidia_p2p_put_pages(0, 0, va, pages.0.as_ptr()) };
-                // SAFETY: the driver gave back the reference `pin()` handed it:
-                // the callback will not run again, and one that ran during the
-                // teardown did not take it (the pages had been taken out).
-                drop(unsafe { Arc::from_raw(Arc::as_ptr(pin)) });
+                if ret == 0 {
+                    // SAFETY: the driver gave back the reference `pin()` handed
+                    // it: the callback will not run again, and one that ran
+                    // during the unpin left it to us (`putting`).
+                    drop(unsafe { Arc::from_raw(Arc::as_ptr(pin)) });
+                } else {
+                    // The driver kept the pin and may still call back: its
+                    // reference stays, owned by that callback.
+                    pin.inner.lock().putting = false;
+                }
                 ret
             }
         };

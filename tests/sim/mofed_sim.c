@@ -1035,8 +1035,13 @@ static void msim_invalidate_legacy(struct msim_client *c, u64 core_context)
 		}
 	}
 	if (!found) {
+		/*
+		 * Deregistration drops the ticket before it calls the client, so
+		 * a free callback may still forward it; tickets are never reused,
+		 * and MOFED 4.x ignores it as unknown.
+		 */
 		mutex_unlock(&c->lock);
-		msim_unknown_context(c, core_context);
+		atomic_long_inc(&msim.invalidations_unknown);
 		return;
 	}
 	atomic_inc(&found->events);
