@@ -131,8 +131,9 @@ pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
             (P::TearingDown { revoked: true }, A::None)
         }
         (P::Revoking, E::CallbackEnd) => (P::Revoked, A::None),
-        // A callback during teardown ends without owning anything.
-        (P::TearingDown { revoked: true }, E::CallbackEnd) => (phase, A::None),
+        // A callback that began during a teardown ends then, or after the
+        // teardown, which left the pages to the driver, finished.
+        (P::TearingDown { revoked: true } | P::Done, E::CallbackEnd) => (phase, A::None),
 
         _ => return Err(Refusal::OutOfOrder),
     })
@@ -254,6 +255,13 @@ mod tests {
             step(next, Event::TeardownEnd),
             Ok((Phase::Done, Action::None))
         );
+    }
+
+    #[test]
+    fn callback_may_end_after_the_teardown_it_overtook() {
+        let (p, _) = step(Phase::TearingDown { revoked: false }, Event::CallbackBegin).unwrap();
+        let (p, _) = step(p, Event::TeardownEnd).unwrap();
+        assert_eq!(step(p, Event::CallbackEnd), Ok((Phase::Done, Action::None)));
     }
 
     #[test]
