@@ -108,8 +108,9 @@ debug-kernel:
 	@scripts/provision.sh
 	@scripts/debug-kernel.sh build
 
-# The module and simulators built against the debug kernel, then the guest tests booted on it.
-check-debug: debug-kernel
+# The module and simulators built against the debug kernel, then the guest tests booted on it
+# (the host-built tests/tool too, as check-guest needs it).
+check-debug: debug-kernel $(if $(KDIR),,tool)
 	@scripts/debug-kernel.sh run sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
 
 # The stress suite's scale in make stress-long: one guest per configuration.
