@@ -1,4 +1,4 @@
-# Stress, a race found by the concurrency run (50-stress-concurrent): a
+# Stress, a race found by the concurrency run (55-stress-concurrent): a
 # cudaFree whose free callback completes while the module is inside
 # nvidia_p2p_dma_map_pages for the same pin. The real driver frees the page
 # table when the callback returns, so the module must never hand the driver

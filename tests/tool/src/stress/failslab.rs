@@ -34,7 +34,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use super::{leftovers, settle, tally, Fail, Problems, Stack};
@@ -179,6 +178,38 @@ impl Kmsg {
     }
 }
 
+/// A readable form of a Rust v0 symbol (`_R...`): its identifiers joined
+/// with `::` (generic arguments included, without the brackets); other
+/// symbols as they are.
+fn demangle(sym: &str) -> String {
+    let Some(body) = sym.strip_prefix("_R") else {
+        return sym.to_string();
+    };
+    let b = body.as_bytes();
+    let (mut i, mut after_ident) = (0, false);
+    let mut idents: Vec<&str> = Vec::new();
+    while i < b.len() {
+        // An identifier is <decimal length><name>, after another one or a '_'.
+        if b[i].is_ascii_digit() && (after_ident || (i > 0 && b[i - 1] == b'_')) {
+            let j = i + b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let n: usize = body[i..j].parse().unwrap_or(0);
+            if n > 0 && j + n <= b.len() {
+                idents.push(&body[j..j + n]);
+                i = j + n;
+                after_ident = true;
+                continue;
+            }
+        }
+        after_ident = false;
+        i += 1;
+    }
+    if idents.is_empty() {
+        sym.to_string()
+    } else {
+        idents.join("::")
+    }
+}
+
 /// The allocation sites in kernel log lines (see [`Kmsg::sites`]).
 fn sites_of(lines: Vec<String>) -> Vec<String> {
     let mut sites = Vec::new();
@@ -199,7 +230,7 @@ fn sites_of(lines: Vec<String>) -> Vec<String> {
         } else if let Some(f) = frames.as_mut() {
             if l.contains("[nvidia_peermem]") && f.len() < 3 {
                 let frame = l.trim().trim_start_matches("? ");
-                f.push(frame.split('+').next().unwrap_or(frame).to_string());
+                f.push(demangle(frame.split('+').next().unwrap_or(frame)));
             }
         }
     }
@@ -208,6 +239,9 @@ fn sites_of(lines: Vec<String>) -> Vec<String> {
     }
     sites
 }
+
+/// The name of a forced failure that was not logged.
+const SILENT: &str = "(not logged: __GFP_NOWARN)";
 
 const FAIL_NTH: &str = "/proc/thread-self/fail-nth";
 
@@ -324,6 +358,11 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
                 [site] => {
                     sites.insert(site.clone());
                 }
+                // __GFP_NOWARN allocations fail without a log line (e.g. the
+                // kmalloc a kvmalloc tries before falling back to vmalloc).
+                [] => {
+                    sites.insert(SILENT.to_string());
+                }
                 other => problems.add(format!(
                     "{name} allocation #{n}: {} forced failure(s) logged",
                     other.len()
@@ -343,10 +382,41 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
     ))
 }
 
+/// finit_module(2) of @path with @params, from this thread (so that its
+/// fail-nth applies); the raw return value (0 or -errno).
+#[cfg(target_arch = "x86_64")]
+fn finit_module(path: &str, params: &str) -> Result<i64, String> {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    let file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let params = CString::new(params).map_err(|_| "parameters with a NUL".to_string())?;
+    let ret: i64;
+    // SAFETY: finit_module(fd, const char *params, int flags) reads the open
+    // file and the NUL-terminated string, both alive for the call; the
+    // syscall instruction clobbers rcx and r11 only.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") 313i64 => ret,
+            in("rdi") i64::from(file.as_raw_fd()),
+            in("rsi") params.as_ptr(),
+            in("rdx") 0i64,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    Ok(ret)
+}
+
 fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
     if fs::metadata("/sys/module/nvidia_peermem").is_ok() {
         return Err("nvidia_peermem is loaded: --init loads it itself".into());
     }
+    let release =
+        fs::read_to_string("/proc/sys/kernel/osrelease").map_err(|e| format!("osrelease: {e}"))?;
+    let ko = format!("/lib/modules/{}/extra/nvidia_peermem.ko", release.trim());
+    // The module's text is not known before it loads: require the module area.
     configure(MODULES_AREA, text_range("nvidia")?)?;
     let mut kmsg = Kmsg::open()?;
     let clients0 = get(&CORE.counters()?, "clients.live");
@@ -354,24 +424,15 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let mut hits = 0u64;
     for n in 1u64.. {
-        let mut cmd = Command::new("modprobe");
-        cmd.arg("nvidia_peermem").args(params.split_whitespace());
-        // SAFETY: the child only writes a file before exec; nothing else runs
-        // in this process (no other thread holds a lock it could need).
-        unsafe {
-            cmd.pre_exec(move || std::fs::write(FAIL_NTH, n.to_string()));
-        }
-        let ok = cmd
-            .output()
-            .map_err(|e| format!("modprobe: {e}"))?
-            .status
-            .success();
+        set_fail_nth(n)?;
+        let ret = finit_module(&ko, params);
+        let hit = injected()?;
+        let ret = ret?;
         let found = kmsg.sites();
         let loaded = fs::metadata("/sys/module/nvidia_peermem").is_ok();
-        if ok != loaded {
+        if (ret == 0) != loaded {
             problems.add(format!(
-                "load with allocation #{n} failing: modprobe {}, module {}",
-                if ok { "succeeded" } else { "failed" },
+                "load with allocation #{n} failing: finit_module returned {ret}, module {}",
                 if loaded { "loaded" } else { "not loaded" }
             ));
         }
@@ -391,20 +452,22 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
                 "failed load with allocation #{n} failing left {clients} client(s) registered"
             ));
         }
-        if found.is_empty() {
+        if !hit {
             if !loaded {
-                problems.add(format!("load #{n} failed without a forced failure"));
+                problems.add(format!("load #{n} failed ({ret}) without a forced failure"));
             }
             break;
         }
         hits += 1;
-        *outcomes
-            .entry(if loaded {
-                "loaded".into()
-            } else {
-                "refused".into()
-            })
-            .or_default() += 1;
+        let outcome = if loaded {
+            "loaded".to_string()
+        } else {
+            format!("refused {}", crate::parse::errno_name(-ret as i32))
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+        if found.is_empty() {
+            sites.insert(SILENT.to_string());
+        }
         sites.extend(found);
     }
     Ok(format!(
@@ -455,6 +518,15 @@ mod tests {
             " __kmalloc_noprof+0x80/0x3c0",
         ];
         let sites = sites_of(log.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            demangle("_RINvNtCsjDDFpHiMnx1_14nvidia_peermem8peer_mem7acquireNtNtB4_6client15RevocableClientEB4_"),
+            "nvidia_peermem::peer_mem::acquire::client::RevocableClient"
+        );
+        assert_eq!(
+            demangle("_RNvNtCsjDDFpHiMnx1_14nvidia_peermem6client7dma_map"),
+            "nvidia_peermem::client::dma_map"
+        );
+        assert_eq!(demangle("nvpm_wq_create"), "nvpm_wq_create");
         assert_eq!(
             sites,
             vec![
