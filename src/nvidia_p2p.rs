@@ -15,6 +15,13 @@
 //! handles taken out under the lock, which the driver tolerates racing its
 //! own teardown (`put_pages` waits for a running callback and returns 0
 //! afterwards; `dma_unmap_pages` returns 0 for a torn-down mapping).
+//!
+//! `dma_map_pages` is the exception: it reads the page table the driver
+//! frees when the callback returns. So a callback that finds a map in flight
+//! waits for it (`map_done`) before returning. It waits for nothing else:
+//! `dma_map_pages` does not wait for free callbacks, whereas `put_pages` and
+//! `dma_unmap_pages` do. MOFED's own core (5.5+) relies on the same, since
+//! its invalidation waits on `mapping_lock`, held across `dma_map`.
 
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -22,9 +29,10 @@ use kernel::ffi::c_void;
 
 use kernel::bindings;
 use kernel::prelude::*;
+use kernel::sync::CondVar;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
 use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
-use kernel::{new_mutex, try_pin_init};
+use kernel::{new_condvar, new_mutex, try_pin_init};
 
 use crate::abi;
 use crate::peermem_core::range::GpuRange;
@@ -134,6 +142,8 @@ struct Inner<T> {
     /// A teardown is calling the driver to unpin; a callback that starts now
     /// leaves its reference to the teardown (put_pages waits for it).
     putting: bool,
+    /// `map` is inside `dma_map_pages`; a callback waits for it (`map_done`).
+    mapping_in_flight: bool,
     /// Work for the deferred teardown.
     pending: Option<Teardown>,
 }
@@ -145,6 +155,9 @@ pub(crate) struct GpuPin<T: PinOwner> {
     kind: PinKind,
     #[pin]
     inner: Mutex<Inner<T>>,
+    /// Signalled when `mapping_in_flight` drops.
+    #[pin]
+    map_done: CondVar,
     #[pin]
     work: Work<GpuPin<T>>,
 }
@@ -172,8 +185,10 @@ impl<T: PinOwner> GpuPin<T> {
                     revoked: false,
                     pinning: false,
                     putting: false,
+                    mapping_in_flight: false,
                     pending: None,
                 }),
+                map_done <- new_condvar!("GpuPin::map_done"),
                 work <- new_work!("GpuPin::work"),
             }),
             GFP_KERNEL,
@@ -276,25 +291,31 @@ impl<T: PinOwner> GpuPin<T> {
     /// Must not be called from atomic context.
     pub(crate) fn map(&self, peer: &PciDevice) -> Result<(), P2pError> {
         let table = {
-            let inner = self.inner.lock();
+            let mut inner = self.inner.lock();
             if inner.revoked {
                 return Err(P2pError::Revoked);
             }
-            match (&inner.pages, &inner.mapping) {
-                (Some(pages), None) => pages.0,
+            let table = match (&inner.pages, &inner.mapping) {
+                (Some(pages), None) if !inner.mapping_in_flight => pages.0,
                 _ => return Err(P2pError::State),
-            }
+            };
+            inner.mapping_in_flight = true;
+            table
         };
         let mut mapping: *mut abi::nvidia_p2p_dma_mapping = ptr::null_mut();
-        // SAFETY: `table` is a live page table (see the module documentation on
-        // racing revocation), `peer` a live PCI device, `mapping` an out-pointer.
+        // SAFETY: `table` is live: a free callback that starts now waits for
+        // `mapping_in_flight` to drop before returning (the driver frees the
+        // table only after that). `peer` is a live PCI device, `mapping` an
+        // out-pointer.
         let ret =
             unsafe { abi::nvidia_p2p_dma_map_pages(peer.0.as_ptr(), table.as_ptr(), &mut mapping) };
+        let mut inner = self.inner.lock();
+        inner.mapping_in_flight = false;
+        self.map_done.notify_all();
         if ret != 0 {
             return Err(P2pError::Driver(Error::from_errno(ret)));
         }
         let mapping = NonNull::new(mapping).ok_or(P2pError::Driver(EIO))?;
-        let mut inner = self.inner.lock();
         if inner.revoked {
             // The driver frees the mapping with the page table.
             return Err(P2pError::Revoked);
@@ -586,7 +607,13 @@ unsafe extern "C" fn free_callback<T: PinOwner>(data: *mut c_void) {
         (inner.owner.revoking(), owns)
     };
     T::revoked(pin, followup);
-    pin.inner.lock().owner.revoke_end();
+    let mut inner = pin.inner.lock();
+    // The driver frees the table when we return: let a map using it finish.
+    while inner.mapping_in_flight {
+        pin.map_done.wait(&mut inner);
+    }
+    inner.owner.revoke_end();
+    drop(inner);
     if owns_reference {
         // SAFETY: the driver's reference, handed over to this callback.
         drop(unsafe { Arc::from_raw(raw) });

@@ -4,21 +4,17 @@
 # deregistrations race invalidations. Nothing may be left pinned, mapped,
 # registered or accounted, no simulator may count a contract violation, and
 # the GPU's, the core's and the module's counters must agree.
-# make check: 100,000 operations in mid-revocable (revocable pins,
-# invalidations, deferred unpins, a core that unmaps inside the invalidation
-# under its mapping_lock: MOFED 5.1 to 5.4-2), 20,000 in each other
-# configuration; make stress-long: STRESS_CONC_OPS in each. STRESS_SEED seeds
-# the threads.
+# make check: 100,000 operations in each configuration (all three core
+# modes, persistent and revocable clients); make stress-long: STRESS_CONC_OPS
+# in each. STRESS_SEED seeds the threads.
 . /tests/lib.sh
 . /tests/client-lib.sh
 . /tests/stress-lib.sh
 
 for cfg in $STRESS_CONFIGS; do
-	ops=20000
-	[ "$cfg" = mid-revocable ] && ops=100000
 	stress_load "$cfg" || continue
 	# shellcheck disable=SC2154 # cfg_inval: set by stress_load
-	stress_run "$cfg/concurrent" concurrent --threads 8 --ops "${STRESS_CONC_OPS:-$ops}" \
+	stress_run "$cfg/concurrent" concurrent --threads 8 --ops "${STRESS_CONC_OPS:-100000}" \
 		--inval "$cfg_inval" --seed "${STRESS_SEED:-1}"
 	unload_stack "$cfg"
 done
