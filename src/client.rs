@@ -387,6 +387,17 @@ pub(crate) struct Config {
     pub(crate) peerdirect: bool,
 }
 
+impl Config {
+    /// How the revocable client presents itself to the core, for the banner.
+    pub(crate) fn client_layout(&self) -> &'static str {
+        if self.peerdirect {
+            "legacy client layout (MOFED 4.1 to 5.0)"
+        } else {
+            "_ex client layout with INVALIDATE_UNMAPS (MOFED 5.4-3+, DOCA-OFED)"
+        }
+    }
+}
+
 /// The registered clients, unregistered in order on drop.
 pub(crate) struct Clients {
     registrations: KVec<Registration>,
@@ -410,6 +421,9 @@ impl Clients {
                 ("nv_mem_nc", true, Invalidation::None),
             ]
         };
+        crate::peer_mem::check_api().inspect_err(|_| {
+            pr_err!("the running RDMA stack has no peer-memory API (ib_register_peer_memory_client): GPUDirect RDMA through this module needs the ib_core of MLNX_OFED or DOCA-OFED; with the kernel's own RDMA stack use dma-buf (ibv_reg_dmabuf_mr) instead\n");
+        })?;
         let mut registrations = KVec::with_capacity(plan.len(), GFP_KERNEL)?;
         for (name, persistent, invalidation) in plan {
             let registered = if persistent {

@@ -38,6 +38,13 @@ use crate::abi;
 use crate::peermem_core::range::GpuRange;
 use crate::peermem_core::version::{self, AbiError, PageTableAbi};
 
+/// The page-table layout this build reads (from the `nv-p2p.h` it was built with).
+#[cfg(nvpm_page_table_v2)]
+pub(crate) const HEADER_PAGE_TABLE_ABI: PageTableAbi = PageTableAbi::V2;
+/// The page-table layout this build reads (from the `nv-p2p.h` it was built with).
+#[cfg(not(nvpm_page_table_v2))]
+pub(crate) const HEADER_PAGE_TABLE_ABI: PageTableAbi = PageTableAbi::V1;
+
 /// How the pages are pinned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PinKind {

@@ -53,12 +53,15 @@ impl kernel::Module for NvidiaPeermem {
         let mut names = clients.names();
         let (first, second) = (names.next(), names.next());
         pr_info!(
-            "version {} loaded: clients {} and {} (persistent_api_support={}, peerdirect_support={})\n",
+            "version {} loaded: clients {} and {} (persistent_api_support={}, peerdirect_support={}); peer-memory core {}, {}; built for NVIDIA P2P page tables {}\n",
             VERSION,
             first.map_or(c"-", |n| n),
             second.map_or(c"-", |n| n),
             u8::from(params.persistent_api),
-            u8::from(params.peerdirect)
+            u8::from(params.peerdirect),
+            peer_mem::CoreName::get().as_c_str(),
+            config.client_layout(),
+            nvidia_p2p::HEADER_PAGE_TABLE_ABI,
         );
         drop(names);
         Ok(NvidiaPeermem {

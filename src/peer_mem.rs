@@ -200,6 +200,37 @@ pub(crate) enum Invalidation {
     },
 }
 
+/// Whether the running RDMA core has the peer-memory API (MLNX_OFED and
+/// DOCA-OFED do, the kernel's own RDMA stack does not).
+/// `ENOPKG` ("Package not installed") when it has not.
+pub(crate) fn check_api() -> Result {
+    // SAFETY: reads two weak symbol addresses.
+    if unsafe { abi::nvpm_peer_api_present() } {
+        Ok(())
+    } else {
+        // CAST: a small errno constant.
+        Err(Error::from_errno(-(bindings::ENOPKG as i32)))
+    }
+}
+
+/// The name of the module providing the peer-memory API (`ib_core`).
+pub(crate) struct CoreName([u8; 64]);
+
+impl CoreName {
+    /// Looks the provider up.
+    pub(crate) fn get() -> Self {
+        let mut buf = [0u8; 64];
+        // SAFETY: `buf` is writable for its length; the shim NUL-terminates.
+        unsafe { abi::nvpm_peer_core_name(buf.as_mut_ptr().cast(), buf.len()) };
+        Self(buf)
+    }
+
+    /// The name.
+    pub(crate) fn as_c_str(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.0).unwrap_or(c"?")
+    }
+}
+
 /// A client registered with the RDMA core; unregistered on drop.
 ///
 /// # Invariants
@@ -254,7 +285,7 @@ impl Registration {
         };
         // SAFETY: `client` is fully initialised and outlives the registration
         // (type invariant); `out` is null or the slot's function cell.
-        let handle = unsafe { abi::ib_register_peer_memory_client(&client.client, out) };
+        let handle = unsafe { abi::nvpm_peer_register(&client.client, out) };
         let handle = NonNull::new(handle).ok_or(EINVAL)?;
         let slot = (!out.is_null()).then_some(slot);
         if let Some(slot) = slot {
@@ -279,7 +310,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         // SAFETY: registered (type invariant); blocks until the core released
         // every context of the client, after which none of our callbacks run.
-        unsafe { abi::ib_unregister_peer_memory_client(self.handle.as_ptr()) };
+        unsafe { abi::nvpm_peer_unregister(self.handle.as_ptr()) };
         if let Some(slot) = self.slot {
             slot.handle.store(ptr::null_mut(), Ordering::Release);
         }

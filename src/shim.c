@@ -5,6 +5,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/kallsyms.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -15,6 +16,7 @@
 #include <linux/seq_file.h>
 #include <linux/workqueue.h>
 
+#include "peer_mem.h"
 #include "shim.h"
 
 MODULE_VERSION(NVPM_VERSION);
@@ -105,4 +107,49 @@ void nvpm_debugfs_init(void)
 void nvpm_debugfs_exit(void)
 {
 	debugfs_remove_recursive(nvpm_debugfs_dir);
+}
+
+/*
+ * The peer-memory API, linked weakly: the kernel's own (inbox) RDMA stack
+ * lacks it, and a load there should say so instead of "Unknown symbol".
+ */
+extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
+extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+
+bool nvpm_peer_api_present(void)
+{
+	return ib_register_peer_memory_client && ib_unregister_peer_memory_client;
+}
+
+void *nvpm_peer_register(const struct peer_memory_client *client,
+			 invalidate_peer_memory *invalidate_callback)
+{
+	if (!nvpm_peer_api_present())
+		return NULL;
+	return ib_register_peer_memory_client(client, invalidate_callback);
+}
+
+void nvpm_peer_unregister(void *handle)
+{
+	if (handle && ib_unregister_peer_memory_client)
+		ib_unregister_peer_memory_client(handle);
+}
+
+/* The module providing the peer-memory API ("ib_core"), or "vmlinux". */
+void nvpm_peer_core_name(char *buf, size_t len)
+{
+	char sym[KSYM_SYMBOL_LEN];
+	char *open, *end;
+
+	strscpy(buf, "vmlinux", len);
+	if (!nvpm_peer_api_present())
+		return;
+	snprintf(sym, sizeof(sym), "%ps", ib_register_peer_memory_client);
+	open = strchr(sym, '[');
+	if (!open)
+		return;
+	open++;
+	end = open + strcspn(open, " ]");
+	*end = 0;
+	strscpy(buf, open, len);
 }

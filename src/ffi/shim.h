@@ -22,6 +22,14 @@ bool nvpm_ratelimit(void);
 /* /sys/kernel/debug/nvidia_peermem/stats. */
 void nvpm_debugfs_init(void);
 void nvpm_debugfs_exit(void);
+/* The peer-memory API, if the running RDMA core has one (weak links). */
+struct peer_memory_client;
+bool nvpm_peer_api_present(void);
+void *nvpm_peer_register(const struct peer_memory_client *client,
+			 int (**invalidate_callback)(void *reg_handle, u64 core_context));
+void nvpm_peer_unregister(void *handle);
+/* The name of the module that provides it, NUL-terminated in buf. */
+void nvpm_peer_core_name(char *buf, size_t len);
 /* Implemented in Rust (src/stats.rs). */
 unsigned int nvpm_stat_count(void);
 const char *nvpm_stat_name(unsigned int i);

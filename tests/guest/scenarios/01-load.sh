@@ -7,6 +7,8 @@ V=$(cat /tests/expected-version)
 expect_ok modprobe-dash modprobe nvidia-peermem
 expect_eq version "$V" "$(cat $M/version 2>&1)"
 expect_dmesg banner "nvidia_peermem: version $V loaded"
+expect_dmesg banner-core "nvidia_peermem: version $V loaded: .*; peer-memory core mofed_peer_sim, _ex client layout"
+expect_dmesg banner-p2p-abi "nvidia_peermem: version $V loaded: .*built for NVIDIA P2P page tables 2\.x"
 expect_eq persistent-default 1 "$(cat $M/parameters/persistent_api_support 2>&1)"
 expect_eq peerdirect-default 0 "$(cat $M/parameters/peerdirect_support 2>&1)"
 expect_eq persistent-mode 444 "$(stat -c %a $M/parameters/persistent_api_support 2>&1)"
@@ -27,6 +29,7 @@ expect_ok rmmod-2 rmmod nvidia_peermem
 expect_ok modprobe-params modprobe nvidia_peermem persistent_api_support=0 peerdirect_support=1
 expect_eq persistent-set 0 "$(cat $M/parameters/persistent_api_support 2>&1)"
 expect_eq peerdirect-set 1 "$(cat $M/parameters/peerdirect_support 2>&1)"
+expect_dmesg banner-legacy-layout "nvidia_peermem: version $V loaded: clients nv_mem and nv_mem_nc .*legacy client layout"
 expect_ok rmmod-3 rmmod nvidia_peermem
 
 for bad in persistent_api_support=2 persistent_api_support=-1 peerdirect_support=abc peerdirect_support=7; do
@@ -34,3 +37,16 @@ for bad in persistent_api_support=2 persistent_api_support=-1 peerdirect_support
 	if loaded nvidia_peermem; then fail "not-loaded-$bad" "loaded anyway"; rmmod nvidia_peermem; else pass "not-loaded-$bad"; fi
 	expect_dmesg "message-$bad" "nvidia_peermem: invalid value '${bad#*=}' for parameter ${bad%%=*}"
 done
+
+# The kernel's own RDMA stack (Debian's ib_core) has no peer-memory API: the
+# load fails with ENOPKG and a line saying what to install, not with
+# "Unknown symbol" (the API is linked weakly).
+sim_unload
+expect_ok gpu-only modprobe nvidia
+expect_ok inbox-ib_core modprobe ib_core
+out=$(insmod "/lib/modules/$(uname -r)/extra/nvidia_peermem.ko" 2>&1)
+expect_match no-peer-api-refused "Package not installed" "$out"
+if loaded nvidia_peermem; then fail no-peer-api-not-loaded "loaded anyway"; rmmod nvidia_peermem; else pass no-peer-api-not-loaded; fi
+expect_dmesg no-peer-api-message "nvidia_peermem: the running RDMA stack has no peer-memory API .*MLNX_OFED or DOCA-OFED"
+if dmesg | grep -q "nvidia_peermem: Unknown symbol"; then fail no-unknown-symbol "Unknown symbol logged"; else pass no-unknown-symbol; fi
+rmmod nvidia
