@@ -104,9 +104,9 @@ unsafe impl Send for SgTable {}
 unsafe impl Sync for SgTable {}
 
 impl SgTable {
-    /// A table with one entry per segment.
-    pub(crate) fn new(segments: impl Iterator<Item = Segment> + Clone) -> Result<Self> {
-        let count = segments.clone().count();
+    /// A table of `count` entries filled from `segments` (which must yield
+    /// exactly `count`; extra ones are ignored, missing ones are an error).
+    pub(crate) fn new(count: usize, segments: impl Iterator<Item = Segment>) -> Result<Self> {
         let nents = u32::try_from(count)
             .ok()
             .filter(|n| *n > 0 && *n <= i32::MAX as u32);
@@ -117,10 +117,13 @@ impl SgTable {
         kernel::error::to_result(unsafe {
             bindings::sg_alloc_table(&mut raw, nents, bindings::GFP_KERNEL)
         })?;
-        let mut sg = raw.sgl;
-        for seg in segments {
-            // SAFETY: `sg` walks the `nents` entries just allocated (one per segment);
-            // the entries carry DMA addresses only, no page.
+        // INVARIANT: allocated here; freed on every path by `Drop`.
+        let table = Self { raw };
+        let mut sg = table.raw.sgl;
+        let mut filled = 0;
+        for seg in segments.take(count) {
+            // SAFETY: `sg` walks the `nents` entries just allocated (at most
+            // `count` of them); the entries carry DMA addresses only, no page.
             unsafe {
                 (*sg).dma_address = seg.addr;
                 (*sg).dma_length = seg.len;
@@ -128,9 +131,12 @@ impl SgTable {
                 (*sg).offset = 0;
                 sg = bindings::sg_next(sg);
             }
+            filled += 1;
         }
-        // INVARIANT: allocated above.
-        Ok(Self { raw })
+        if filled != count {
+            return Err(EINVAL);
+        }
+        Ok(table)
     }
 
     /// The number of entries.

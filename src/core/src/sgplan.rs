@@ -26,6 +26,27 @@ pub fn segment_limit(max_seg_size: u64) -> u32 {
     (pages * GPU_PAGE_SIZE) as u32
 }
 
+/// The number of segments [`segments`] plans for `pages`, in one tight pass
+/// without the planner's bookkeeping (sizing the table before filling it).
+pub fn segment_count(pages: &[u64], limit: u32) -> usize {
+    let Some((&first, rest)) = pages.split_first() else {
+        return 0;
+    };
+    // CAST: at most u32::MAX / 64 KiB, fits usize.
+    let pages_per_segment = (u64::from(limit) / GPU_PAGE_SIZE).max(1) as usize;
+    let (mut count, mut run, mut prev) = (1usize, 1usize, first);
+    for &page in rest {
+        if prev.checked_add(GPU_PAGE_SIZE) == Some(page) && run < pages_per_segment {
+            run += 1;
+        } else {
+            count += 1;
+            run = 1;
+        }
+        prev = page;
+    }
+    count
+}
+
 /// Iterator over the segments of a sequence of 64 KiB page DMA addresses.
 #[derive(Clone)]
 pub struct Segments<I> {
@@ -139,6 +160,40 @@ mod tests {
     fn address_wrap_is_not_contiguous() {
         let pages = [u64::MAX - P + 1, 0];
         assert_eq!(plan(&pages, segment_limit(1 << 31)).len(), 2);
+    }
+
+    #[test]
+    fn segment_count_agrees_with_the_planner() {
+        let mut seed = 99u64;
+        for case in 0..400 {
+            let mut pages = Vec::new();
+            let mut addr = if case % 7 == 0 {
+                u64::MAX - 8 * P + 1
+            } else {
+                0x1_0000_0000
+            };
+            let len = (case * 13) % 300;
+            for _ in 0..len {
+                pages.push(addr);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                addr = match seed >> 61 {
+                    0 => addr.wrapping_sub(3 * P),
+                    1 | 2 => addr.wrapping_add(2 * P),
+                    _ => addr.wrapping_add(P),
+                };
+            }
+            for limit in [0, 4096, P, 3 * P, 4 * P, 1 << 31, u64::MAX] {
+                let limit = segment_limit(limit);
+                assert_eq!(
+                    segment_count(&pages, limit),
+                    segments(pages.iter().copied(), limit).count(),
+                    "case {case}, limit {limit}"
+                );
+            }
+        }
+        assert_eq!(segment_count(&[], segment_limit(1 << 31)), 0);
     }
 
     #[test]
