@@ -21,7 +21,7 @@ use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut, SgTable,
 };
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
-use crate::peermem_core::sgplan::{segment_count, segment_limit, segments};
+use crate::peermem_core::sgplan::{plan_into, segment_limit, segments, Segment};
 use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
 use crate::stats::{Counter, STATS};
 
@@ -216,6 +216,9 @@ fn get_pages(ctx: ArcBorrow<'_, Context>, core_context: u64) -> Result {
     Ok(())
 }
 
+/// Segments planned on the stack in `dma_map`'s single pass.
+const FEW_SEGMENTS: usize = 16;
+
 fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) -> Result {
     let Some(pci) = dev.pci() else {
         STATS.add(Counter::ErrorsDmaMap, 1);
@@ -242,10 +245,13 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
     // Read the driver's addresses under the lock: a free callback waits for us.
     let limit = segment_limit(dev.max_segment_size());
     let table = pin.dma_addresses().map(|pages| {
-        SgTable::new(
-            segment_count(pages, limit),
-            segments(pages.iter().copied(), limit),
-        )
+        // One pass when the plan fits a few entries (contiguous memory);
+        // otherwise a second pass fills the table the first one sized.
+        let mut few = [Segment { addr: 0, len: 0 }; FEW_SEGMENTS];
+        match plan_into(pages, limit, &mut few) {
+            (count, true) => SgTable::new(count, few.iter().copied()),
+            (count, false) => SgTable::new(count, segments(pages, limit)),
+        }
     });
     match table {
         Some(Ok(table)) => {

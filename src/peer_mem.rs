@@ -129,7 +129,7 @@ impl SgTable {
                 (*sg).dma_length = seg.len;
                 (*sg).length = seg.len;
                 (*sg).offset = 0;
-                sg = bindings::sg_next(sg);
+                sg = next_entry(sg);
             }
             filled += 1;
         }
@@ -142,6 +142,30 @@ impl SgTable {
     /// The number of entries.
     pub(crate) fn len(&self) -> u32 {
         self.raw.nents
+    }
+}
+
+/// `sg_next()`, inline: the C one is `static inline`, and its Rust helper
+/// costs a call per entry. Flag bits from `include/linux/scatterlist.h`.
+///
+/// # Safety
+///
+/// `sg` is an entry of a table made by `sg_alloc_table`.
+unsafe fn next_entry(sg: *mut bindings::scatterlist) -> *mut bindings::scatterlist {
+    const SG_CHAIN: c_ulong = 0x01;
+    const SG_END: c_ulong = 0x02;
+    // SAFETY: `sg` is a valid entry; unless it is the last, the next slot in
+    // its chunk is a valid entry or a chain link to the next chunk.
+    unsafe {
+        if (*sg).page_link & SG_END != 0 {
+            return ptr::null_mut();
+        }
+        let next = sg.add(1);
+        if (*next).page_link & SG_CHAIN != 0 {
+            ((*next).page_link & !(SG_CHAIN | SG_END)) as *mut bindings::scatterlist
+        } else {
+            next
+        }
     }
 }
 

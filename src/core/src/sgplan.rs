@@ -26,66 +26,82 @@ pub fn segment_limit(max_seg_size: u64) -> u32 {
     (pages * GPU_PAGE_SIZE) as u32
 }
 
-/// The number of segments [`segments`] plans for `pages`, in one tight pass
-/// without the planner's bookkeeping (sizing the table before filling it).
-pub fn segment_count(pages: &[u64], limit: u32) -> usize {
-    let Some((&first, rest)) = pages.split_first() else {
-        return 0;
-    };
-    // CAST: at most u32::MAX / 64 KiB, fits usize.
-    let pages_per_segment = (u64::from(limit) / GPU_PAGE_SIZE).max(1) as usize;
-    let (mut count, mut run, mut prev) = (1usize, 1usize, first);
-    for &page in rest {
-        if prev.checked_add(GPU_PAGE_SIZE) == Some(page) && run < pages_per_segment {
-            run += 1;
-        } else {
-            count += 1;
-            run = 1;
-        }
-        prev = page;
-    }
-    count
-}
-
-/// Iterator over the segments of a sequence of 64 KiB page DMA addresses.
+/// Iterator over the segments of `pages` (the DMA address of each 64 KiB
+/// page, in order), made by [`segments`].
 #[derive(Clone)]
-pub struct Segments<I> {
-    pages: I,
-    limit: u64,
-    pending: Option<u64>,
+pub struct Segments<'a> {
+    pages: &'a [u64],
+    /// Pages per segment, at least 1.
+    limit_pages: usize,
+    /// The rest of the current run of contiguous pages: (next address, pages).
+    run: (u64, usize),
 }
 
-/// Plans the segments for `pages` (DMA address of each 64 KiB page, in order)
-/// with `limit` from [`segment_limit`].
-pub fn segments<I: Iterator<Item = u64>>(pages: I, limit: u32) -> Segments<I> {
+/// Plans the segments for `pages` with `limit` from [`segment_limit`].
+pub fn segments(pages: &[u64], limit: u32) -> Segments<'_> {
+    // CAST: at most u32::MAX / 64 KiB, fits usize.
+    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1) as usize;
     Segments {
         pages,
-        limit: u64::from(limit).max(GPU_PAGE_SIZE),
-        pending: None,
+        limit_pages,
+        run: (0, 0),
     }
 }
 
-impl<I: Iterator<Item = u64>> Iterator for Segments<I> {
+/// The length of the run of contiguous pages at the start of `pages`
+/// (non-empty): the hot loop, one compare per page, no overflow checks.
+fn run_len(pages: &[u64]) -> usize {
+    let start = pages[0];
+    // Pages up to the end of the address space; beyond it nothing is contiguous.
+    let room = ((u64::MAX - start) / GPU_PAGE_SIZE).saturating_add(1);
+    let end = usize::try_from(room).map_or(pages.len(), |r| r.min(pages.len()));
+    let mut expect = start;
+    let mut n = 0usize;
+    for &page in &pages[..end] {
+        if page != expect {
+            break;
+        }
+        expect = expect.wrapping_add(GPU_PAGE_SIZE);
+        n = n.wrapping_add(1);
+    }
+    n
+}
+
+impl Iterator for Segments<'_> {
     type Item = Segment;
 
     fn next(&mut self) -> Option<Segment> {
-        let addr = self.pending.take().or_else(|| self.pages.next())?;
-        let mut len = GPU_PAGE_SIZE;
-        for page in self.pages.by_ref() {
-            let contiguous = addr.checked_add(len) == Some(page);
-            if contiguous && len + GPU_PAGE_SIZE <= self.limit {
-                len += GPU_PAGE_SIZE;
-            } else {
-                self.pending = Some(page);
-                break;
-            }
+        if self.run.1 == 0 {
+            let first = *self.pages.first()?;
+            let n = run_len(self.pages);
+            self.pages = &self.pages[n..];
+            self.run = (first, n);
         }
-        // CAST: `len <= limit <= u32::MAX`.
+        let (addr, left) = self.run;
+        let n = left.min(self.limit_pages);
+        // CAST: n <= limit_pages, whose pages fit u32 (`segment_limit`).
+        let len = (n as u64) * GPU_PAGE_SIZE;
+        self.run = (addr.wrapping_add(len), left - n);
         Some(Segment {
             addr,
+            // CAST: as above.
             len: len as u32,
         })
     }
+}
+
+/// Plans `pages` into `buf` in one pass. Returns the number of segments
+/// and whether all of them are in `buf` (otherwise only the first
+/// `buf.len()` are; the count is exact either way).
+pub fn plan_into(pages: &[u64], limit: u32, buf: &mut [Segment]) -> (usize, bool) {
+    let mut count = 0usize;
+    for seg in segments(pages, limit) {
+        if let Some(slot) = buf.get_mut(count) {
+            *slot = seg;
+        }
+        count += 1;
+    }
+    (count, count <= buf.len())
 }
 
 #[cfg(test)]
@@ -97,9 +113,7 @@ mod tests {
     const P: u64 = GPU_PAGE_SIZE;
 
     fn plan(pages: &[u64], limit: u32) -> Vec<(u64, u32)> {
-        segments(pages.iter().copied(), limit)
-            .map(|s| (s.addr, s.len))
-            .collect()
+        segments(pages, limit).map(|s| (s.addr, s.len)).collect()
     }
 
     #[test]
@@ -162,8 +176,26 @@ mod tests {
         assert_eq!(plan(&pages, segment_limit(1 << 31)).len(), 2);
     }
 
+    /// The planner as first written: page by page, checked arithmetic.
+    fn reference_plan(pages: &[u64], limit: u32) -> Vec<(u64, u32)> {
+        let limit = u64::from(limit).max(P);
+        let mut out: Vec<(u64, u32)> = Vec::new();
+        for &page in pages {
+            match out.last_mut() {
+                Some((addr, len))
+                    if addr.checked_add(u64::from(*len)) == Some(page)
+                        && u64::from(*len) + P <= limit =>
+                {
+                    *len += P as u32
+                }
+                _ => out.push((page, P as u32)),
+            }
+        }
+        out
+    }
+
     #[test]
-    fn segment_count_agrees_with_the_planner() {
+    fn planner_agrees_with_the_reference_and_plan_into() {
         let mut seed = 99u64;
         for case in 0..400 {
             let mut pages = Vec::new();
@@ -186,14 +218,33 @@ mod tests {
             }
             for limit in [0, 4096, P, 3 * P, 4 * P, 1 << 31, u64::MAX] {
                 let limit = segment_limit(limit);
+                let planned = plan(&pages, limit);
                 assert_eq!(
-                    segment_count(&pages, limit),
-                    segments(pages.iter().copied(), limit).count(),
+                    planned,
+                    reference_plan(&pages, limit),
                     "case {case}, limit {limit}"
                 );
+                for cap in [0, 1, 4, 32] {
+                    let mut buf = [Segment { addr: 0, len: 0 }; 32];
+                    let (count, complete) = plan_into(&pages, limit, &mut buf[..cap]);
+                    assert_eq!(count, planned.len());
+                    assert_eq!(complete, count <= cap);
+                    let kept: Vec<(u64, u32)> = buf[..count.min(cap)]
+                        .iter()
+                        .map(|s| (s.addr, s.len))
+                        .collect();
+                    assert_eq!(kept[..], planned[..count.min(cap)]);
+                }
             }
         }
-        assert_eq!(segment_count(&[], segment_limit(1 << 31)), 0);
+    }
+
+    #[test]
+    fn unaligned_addresses_near_the_top_do_not_wrap() {
+        let limit = segment_limit(1 << 31);
+        let pages = [u64::MAX - P - 5, u64::MAX - 5, 0xfffa];
+        assert_eq!(plan(&pages, limit).len(), 2);
+        assert_eq!(plan(&pages, limit), reference_plan(&pages, limit));
     }
 
     #[test]
