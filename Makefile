@@ -7,6 +7,7 @@
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
+#   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
 
 KDIR ?=
 KMAKE_FLAGS ?=
@@ -112,6 +113,15 @@ debug-kernel:
 # (the host-built tests/tool too, as check-guest needs it).
 check-debug: debug-kernel $(if $(KDIR),,tool)
 	@scripts/debug-kernel.sh run sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
+
+# make check's "debug" suite: the load test and the stress suite (01, 50-55) on
+# the debug kernel, built first if not cached, at a scale that fits CI
+# (tests/README.md, "Stress suite"); make check-guest runs them at full scale
+# on Debian's kernel.
+DEBUG_STRESS_ENV ?= STRESS_CONC_OPS=20000 STRESS_RANDOM_OPS=1000
+.PHONY: check-debug-stress
+check-debug-stress:
+	@GUEST_SCENARIOS='[05][0-5]-*' GUEST_ENV="$(DEBUG_STRESS_ENV)" $(MAKE) --no-print-directory check-debug
 
 # The stress suite's scale in make stress-long: one guest per configuration.
 STRESS_LONG_ENV ?= STRESS_CONC_OPS=1000000 STRESS_RANDOM_OPS=150000 STRESS_RANDOM_CHECK=2000

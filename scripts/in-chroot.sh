@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 . "$NVPM_CACHE/kernel.env"
 enter_private_namespace "$@"
 chroot_mount "$PWD"
+# The guest runner's and the test suites' knobs cross over (tests/README.md).
+knobs=()
+while IFS= read -r v; do knobs+=("$v=${!v}"); done < <(compgen -e | grep -E '^(GUEST|STRESS)_' || true)
 in_chroot KREL="$KREL" KDIR="$KDIR_CHROOT" KMAKE_FLAGS="$KMAKE_FLAGS" DEBIAN_MODULES="${DEBIAN_MODULES#"$CHROOT"}" \
-	VMLINUZ="${VMLINUZ#"$CHROOT"}" CI="${CI:-}" \
-	GUEST_SCENARIOS="${GUEST_SCENARIOS:-}" GUEST_TIMEOUT="${GUEST_TIMEOUT:-}" sh -c 'cd /src && exec "$@"' sh "$@"
+	VMLINUZ="${VMLINUZ#"$CHROOT"}" CI="${CI:-}" "${knobs[@]}" sh -c 'cd /src && exec "$@"' sh "$@"
