@@ -52,9 +52,11 @@ module: provision
 lint: provision
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" lint'
 
-# The guest tests' tool (tests/tool), built on the host: static, no dependencies.
+# The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
+# host: static, no dependencies; tests/guest/run.sh puts both in the initramfs.
 tool:
-	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool --target x86_64-unknown-linux-gnu
+	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool -p nvidia-peermem-doctor \
+		--target x86_64-unknown-linux-gnu
 
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
