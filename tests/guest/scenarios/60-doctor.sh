@@ -7,8 +7,10 @@
 # the module unloaded (blocked, exit 1), an NVIDIA-style modprobe rule and
 # an NVIDIA-built nvidia-peermem.ko under /lib/modules (conflicts, exit 1),
 # and `service nv_peer_mem doctor` running it.
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC2016 # backquotes and $CMDLINE_OPTS are text
+# shellcheck source=/dev/null
 . /tests/lib.sh
+# shellcheck source=/dev/null
 . /tests/client-lib.sh
 V=$(cat /tests/expected-version)
 D=nvidia-peermem-doctor
@@ -58,7 +60,7 @@ expect_stats_match() {
 	esm=""
 	while read -r name value; do
 		[ "$(jv "stats.$name")" = "$value" ] || esm="$esm $name=$value/json:$(jv "stats.$name")"
-	done <$STATS
+	done <"$STATS"
 	if [ -z "$esm" ]; then pass "$1"; else fail "$1" "differs:$esm"; fi
 }
 
@@ -138,7 +140,7 @@ for layout in default persistent0; do
 	expect_ok $t/dereg nvpm-tool core dereg "$id"
 	expect_nothing_held $t/dereg-clean # revocable pages: waits for the unpin work item
 	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		grep -qx 'contexts_live 0' $STATS && break
+		grep -qx 'contexts_live 0' "$STATS" && break
 		sleep 0.2
 	done
 	doctor_json
@@ -151,7 +153,7 @@ for layout in default persistent0; do
 	if id=$(nvpm-tool core reg "$va" 2M 2>&1); then nvpm-tool core dereg "$id"; fi
 	nvpm-tool gpu inject off
 	doctor_json
-	errs=$(sed -n 's/^errors_acquire //p' $STATS)
+	errs=$(sed -n 's/^errors_acquire //p' "$STATS")
 	expect_match $t/errors-counted "^[1-9]" "$errs"
 	expect_eq $t/errors-json "$errs" "$(jv stats.errors_acquire)"
 	expect_eq $t/errors-warn WARN "$(jc module.stats status)"
@@ -212,7 +214,7 @@ rm -f /etc/modprobe.d/nvidia.conf
 # as kmod's modinfo does.
 B=/lib/modules/$KREL/kernel/drivers/video/nvidia-peermem.ko
 mkdir -p "${B%/*}"
-cp /lib/modules/$KREL/extra/mofed_peer_sim.ko $B # any module file not built by this project
+cp "/lib/modules/$KREL/extra/mofed_peer_sim.ko" "$B" # any module file not built by this project
 depmod -a >/tmp/depmod.out 2>&1 # the log check would take its warnings for the kernel's
 doctor_json
 t=conflict-bundled
@@ -223,7 +225,7 @@ expect_eq $t/fact kernel/drivers/video/nvidia-peermem.ko "$(jv facts.conflicts.i
 target=$(modinfo -F filename nvidia_peermem 2>&1 | sed "s|^.*/modules/$KREL/||")
 expect_match $t/as-kmod "modules.dep: \`modprobe nvidia_peermem\` loads $target" "$(jc conflict.bundled detail)"
 expect_eq $t/module-still-ours OK "$(jc module.loaded status)"
-rm -f $B
+rm -f "$B"
 depmod -a >/tmp/depmod.out 2>&1
 doctor_json
 expect_eq $t/removed OK "$(jc conflict.bundled status)"
