@@ -16,6 +16,7 @@
 # `doctor` runs nvidia-peermem-doctor (same package) with the remaining
 # arguments and exits with its status: 0 nothing blocks GPUDirect RDMA,
 # 1 something does, 2 usage error; 5 when the doctor is not installed.
+# (Debian's `service` takes --help and --version for itself.)
 #
 # Settings come from /etc/infiniband/nv_peer_mem.conf (or $CONFIG).
 # modprobe, rmmod, modinfo and nvidia-peermem-doctor are called by name, from PATH.
