@@ -32,7 +32,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
 .PHONY: all module sims tool provision check check-host check-guest bench lint fmt clean \
-	install install-dkms install-utils check-packaging
+	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
 BENCH_JSON ?= build/bench.json
@@ -53,9 +53,11 @@ module: provision
 lint: provision
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" lint'
 
-# The guest tests' tool (tests/tool), built on the host: static, no dependencies.
+# The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
+# host: static, no dependencies; tests/guest/run.sh puts both in the initramfs.
 tool:
-	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool --target x86_64-unknown-linux-gnu
+	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool -p nvidia-peermem-doctor \
+		--target x86_64-unknown-linux-gnu
 
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
@@ -141,7 +143,9 @@ clean:
 
 # --- installation (packaging/, README.md "Install") -------------------------
 # install: the built module; install-dkms: the DKMS source tree and its
-# helpers; install-utils: the service, its settings and the modprobe rules.
+# helpers; install-utils: the service, its settings and the modprobe rules;
+# doctor, install-doctor: nvidia-peermem-doctor (src/doctor), built with the
+# cargo on PATH, offline, from Cargo.lock (it has no crate dependencies).
 VERSION_NUM := $(shell cat VERSION)
 DKMS_NAME := nvidia-peer-memory
 MODULE_DESTDIR ?= /lib/modules/$(KREL)/extra
@@ -172,6 +176,18 @@ install-utils:
 	install -D -m 0644 packaging/nv_peer_mem.service $(DESTDIR)$(SYSTEMD_UNIT_DIR)/nv_peer_mem.service
 	install -D -m 0644 packaging/modprobe.conf $(DESTDIR)$(MODPROBE_D_DIR)/00-nvidia-peer-memory.conf
 	install -D -m 0644 packaging/modules-load.conf $(DESTDIR)/etc/modules-load.d/nvidia-peermem.conf
+
+DOCTOR_BIN = target/release/nvidia-peermem-doctor
+BINDIR ?= /usr/bin
+MAN1DIR ?= /usr/share/man/man1
+
+doctor:
+	cargo build --release --frozen -p nvidia-peermem-doctor
+
+install-doctor:
+	@test -x $(DOCTOR_BIN) || { echo "build the doctor first (make doctor)" >&2; exit 1; }
+	install -D -m 0755 $(DOCTOR_BIN) $(DESTDIR)$(BINDIR)/nvidia-peermem-doctor
+	install -D -m 0644 src/doctor/nvidia-peermem-doctor.1 $(DESTDIR)$(MAN1DIR)/nvidia-peermem-doctor.1
 
 check-packaging:
 	@tests/packaging/run.sh

@@ -53,12 +53,13 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 
 # The files of the source package: what git tracks (or, outside git, the
 # tree without build products); never debian/ (it travels separately),
-# tests or CI.
+# tests or CI, except tests/tool/: it is a member of the cargo workspace
+# the packages build nvidia-peermem-doctor in (Cargo.toml, Cargo.lock).
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	git ls-files --cached --others --exclude-standard
 else
 	find . -path ./.git -prune -o -path ./build -prune -o -path ./target -prune -o -type f -print | sed 's|^\./||'
-fi | grep -Ev '^(debian/|tests/|\.ci/|\.git)' | grep -Ev '\.(o|ko|mod|mod\.c|cmd|a|rmeta|d)$' | LC_ALL=C sort >"$tmp/files"
+fi | awk '!/^(debian\/|\.ci\/|\.git)/ && (!/^tests\// || /^tests\/tool\//)' | grep -Ev '\.(o|ko|mod|mod\.c|cmd|a|rmeta|d)$' | LC_ALL=C sort >"$tmp/files"
 while IFS= read -r f; do
 	[ -f "$f" ] || continue
 	mkdir -p "$tmp/$name-$version/$(dirname "$f")"

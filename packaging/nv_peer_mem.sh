@@ -6,15 +6,20 @@
 # both /etc/init.d/nv_peer_mem and nv_peer_mem.service run it.
 #
 #   nv_peer_mem start|stop|restart|force-reload|status|onboot
+#   nv_peer_mem doctor [--json] [--verbose]
 #
 # Exit codes (LSB): 0 success / loaded; 1 generic failure (e.g. a required
 # module is missing); 2 bad arguments; 3 status: not loaded; 5 the module
 # is not installed for the running kernel; 6 the module that modprobe would
 # load is not this package's (see NVIDIA's bundled nvidia-peermem, README).
 # `onboot` exits 0 when ONBOOT=yes, 1 otherwise (systemd's ExecCondition).
+# `doctor` runs nvidia-peermem-doctor (same package) with the remaining
+# arguments and exits with its status: 0 nothing blocks GPUDirect RDMA,
+# 1 something does, 2 usage error; 5 when the doctor is not installed.
+# (Debian's `service` takes --help and --version for itself.)
 #
 # Settings come from /etc/infiniband/nv_peer_mem.conf (or $CONFIG).
-# modprobe, rmmod, modinfo are called by name, from PATH.
+# modprobe, rmmod, modinfo and nvidia-peermem-doctor are called by name, from PATH.
 
 MODULE=nvidia_peermem
 CONFIG=${CONFIG:-/etc/infiniband/nv_peer_mem.conf}
@@ -66,7 +71,7 @@ do_start() {
 		say "$MODULE loaded"
 		return 0
 	fi
-	warn "failed to load $MODULE (see dmesg)"
+	warn "failed to load $MODULE (see dmesg; \`service nv_peer_mem doctor\` checks the whole stack)"
 	return 1
 }
 
@@ -108,8 +113,16 @@ restart | force-reload)
 	;;
 status) do_status ;;
 onboot) [ "$ONBOOT" = yes ] ;;
+doctor)
+	shift
+	if ! command -v nvidia-peermem-doctor >/dev/null 2>&1; then
+		warn "nvidia-peermem-doctor is not installed (it comes with the nvidia-peer-memory package)"
+		exit 5
+	fi
+	exec nvidia-peermem-doctor "$@"
+	;;
 *)
-	echo "Usage: nv_peer_mem {start|stop|restart|force-reload|status}" >&2
+	echo "Usage: nv_peer_mem {start|stop|restart|force-reload|status|doctor}" >&2
 	exit 2
 	;;
 esac

@@ -45,9 +45,12 @@ touch "$MODDIR"/modules.order "$MODDIR"/modules.builtin "$MODDIR"/modules.builti
 need=$(awk -F: '$1 ~ /\/ib_core\.ko/ {print $1 $2}' "$DEBIAN_MODULES/modules.dep")
 for m in $need; do mkdir -p "$MODDIR/$(dirname "$m")" && cp "$DEBIAN_MODULES/$m" "$MODDIR/$m"; done
 cp nvidia_peermem.ko "$MODDIR/extra/"
-# The simulators' driver (tests/tool), built on the host by `make tool`.
-tool=target/x86_64-unknown-linux-gnu/release/nvpm-tool
-[ ! -x "$tool" ] || cp "$tool" "$ROOT/usr/bin/nvpm-tool"
+# The simulators' driver (tests/tool) and the doctor (src/doctor), built on
+# the host by `make tool`.
+for tool in nvpm-tool nvidia-peermem-doctor; do
+	bin=target/x86_64-unknown-linux-gnu/release/$tool
+	[ ! -x "$bin" ] || cp "$bin" "$ROOT/usr/bin/$tool"
+done
 for ko in ${GUEST_EXTRA_KO:-}; do cp "$ko" "$MODDIR/extra/"; done
 depmod -b "$ROOT" "$KREL"
 

@@ -5,7 +5,9 @@
 #   packages (contents, maintainer scripts, lintian), the RPMs (rpmlint),
 #   rust-headers.sh's refusals, DKMS building the real Rust module against
 #   Debian's stock 7.3 headers, the service with a stand-in kmod, a new
-#   kernel, NVIDIA driver and OFED upgrades, the kmod RPM, and purge.
+#   kernel, NVIDIA driver and OFED upgrades, the kmod RPM, and purge; the
+#   doctor (built with cargo into both package formats) installed and run,
+#   directly and as `service nv_peer_mem doctor`.
 # Ends with "PACKAGING-SUMMARY N passed, N failed".
 # The per-kernel Rust overlays are cached in $NVPM_CACHE/rust-headers, keyed
 # like rust-headers.sh keys them; NVPM_PKGTEST_COLD=1 ignores that cache.
@@ -72,6 +74,34 @@ mount -t tmpfs tmpfs "$ROOT/run"
 # A clean copy of the tree: what git has (tracked and new files).
 mkdir -p "$ROOT/build/src" "$ROOT/build/out"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+# doctor-json.py FILE RC [PATH=VALUE...]: nvidia-peermem-doctor's --json in
+# FILE, run with exit status RC, is the report of this version: 16 checks,
+# exit_status = RC; PATH is a dotted path (facts.module.loaded) or
+# check:ID for a check's status; VALUE is JSON (strings bare).
+cat >"$ROOT/build/doctor-json.py" <<'EOF'
+import json, sys
+path, rc, version = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(path) as f:
+    doc = json.load(f)
+assert list(doc) == ["tool", "version", "root", "verdict", "exit_status", "checks", "facts", "stats", "topology"], list(doc)
+assert doc["tool"] == "nvidia-peermem-doctor", doc["tool"]
+assert doc["version"] == version, "version %r, VERSION %r" % (doc["version"], version)
+assert doc["exit_status"] == rc, "exit_status %r, exit status %r" % (doc["exit_status"], rc)
+assert doc["verdict"] == "blocked" if rc else doc["verdict"] in ("ok", "degraded"), doc["verdict"]
+checks = {c["id"]: c for c in doc["checks"]}
+assert len(doc["checks"]) == 16 and doc["checks"][0]["id"] == "module.loaded", list(checks)
+for want in sys.argv[4:]:
+    key, value = want.split("=", 1)
+    if key.startswith("check:"):
+        got = checks[key[6:]]["status"]
+    else:
+        got = doc
+        for k in key.split("."):
+            got = got[k]
+    shown = got if isinstance(got, str) else json.dumps(got)
+    assert shown == value, "%s: %r, expected %r" % (key, shown, value)
+print("doctor JSON ok:", doc["verdict"], ", ".join("%s=%s" % (c["id"], c["status"]) for c in doc["checks"]))
+EOF
 inr() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
 	LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive TMPDIR=/tmp "$@"; }
 # insh NAME SCRIPT: one result, a shell script run in the root (/build).
@@ -127,9 +157,11 @@ ORIG=out/nvidia-peer-memory_${V}.orig.tar.gz
 SRPM=out/nvidia_peer_memory-$V-1.src.rpm
 insh build_module-deb "cd src && ./build_module.sh --out /build/out >/dev/null && test -s ../$ORIG"
 insh orig-contents "tar -tzf $ORIG >/tmp/orig.lst
-	for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs scripts/rust-headers.sh packaging/nv_peer_mem.sh rpm/nvidia_peer_memory.spec; do
+	for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs scripts/rust-headers.sh packaging/nv_peer_mem.sh rpm/nvidia_peer_memory.spec \
+		Cargo.toml Cargo.lock src/doctor/Cargo.toml src/doctor/src/main.rs src/doctor/nvidia-peermem-doctor.1 tests/tool/Cargo.toml; do
 		grep -qx nvidia-peer-memory-$V/\$f /tmp/orig.lst || { echo missing \$f; exit 1; }; done
 	! grep -Ev '^nvidia-peer-memory-$V/' /tmp/orig.lst
+	! grep '^nvidia-peer-memory-$V/tests/.' /tmp/orig.lst | grep -v '^nvidia-peer-memory-$V/tests/tool/'
 	! grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/' /tmp/orig.lst"
 insh build_module-deb-reproducible "cp $ORIG /tmp/first.tar.gz && sleep 1 && cd src && ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.tar.gz ../$ORIG"
 insh build_module-rpm "cd src && ./build_module.sh --flavor rpm --out /build/out >/dev/null && rpm -qpl ../$SRPM | grep -qx nvidia-peer-memory-$V.tar.gz && rpm -qpl ../$SRPM | grep -qx nvidia_peer_memory.spec"
@@ -138,17 +170,21 @@ insh build_module-bad-version "cp -r src /tmp/badv && echo 1.x >/tmp/badv/VERSIO
 
 # --- Debian packages --------------------------------------------------------------------
 step "Debian packages from the orig tarball (dpkg-buildpackage)"
-DEB_MAIN=nvidia-peer-memory_${V}-1_all.deb
+DEB_ARCH=$(inr dpkg --print-architecture)
+DEB_MAIN=nvidia-peer-memory_${V}-1_${DEB_ARCH}.deb
+DEB_DBG=nvidia-peer-memory-dbgsym_${V}-1_${DEB_ARCH}.deb
 DEB_DKMS=nvidia-peer-memory-dkms_${V}-1_all.deb
 if inlog dpkg-buildpackage "rm -rf deb && mkdir deb && cd deb && cp ../$ORIG . && tar -xzf *.orig.tar.gz && cp -r ../src/debian nvidia-peer-memory-$V/ &&
 	cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc"; then ok dpkg-buildpackage; else bad dpkg-buildpackage "see $LOGS/dpkg-buildpackage.log"; fi
-insh deb-files "cd deb && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB_DKMS $DEB_MAIN ' && ls *.dsc *.debian.tar.xz"
+insh deb-files "cd deb && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB_DBG $DEB_DKMS $DEB_MAIN ' && ls *.dsc *.debian.tar.xz
+	dpkg -c $DEB_DBG | grep -q './usr/lib/debug/.build-id/.*\\.debug\$'"
 insh deb-dkms-contents "dpkg -c deb/$DEB_DKMS >/tmp/c; for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs src/ffi/nv-p2p.h scripts/abi-symvers.sh scripts/rust-headers.sh; do
 	grep -q \" ./usr/src/nvidia-peer-memory-$V/\$f\$\" /tmp/c || { echo missing \$f; exit 1; }; done
 	grep -q ' ./usr/lib/nvidia-peer-memory/dkms-rebuild\$' /tmp/c && grep -q ' ./usr/lib/nvidia-peer-memory/rust-headers\$' /tmp/c
 	dpkg-deb -f deb/$DEB_DKMS Depends | grep -q 'dkms' && dpkg-deb -f deb/$DEB_DKMS Depends | grep -q 'rustc'"
 insh deb-main-contents "dpkg -c deb/$DEB_MAIN >/tmp/c
-	grep -q '^-rwxr-xr-x .* ./etc/init.d/nv_peer_mem\$' /tmp/c
+	grep -q '^-rwxr-xr-x .* ./etc/init.d/nv_peer_mem\$' /tmp/c && grep -q '^-rwxr-xr-x .* ./usr/bin/nvidia-peermem-doctor\$' /tmp/c
+	grep -q ' ./usr/share/man/man1/nvidia-peermem-doctor.1.gz\$' /tmp/c && dpkg-deb -f deb/$DEB_MAIN Depends | grep -q 'libc6'
 	for f in etc/infiniband/nv_peer_mem.conf usr/lib/systemd/system/nv_peer_mem.service usr/lib/modprobe.d/00-nvidia-peer-memory.conf etc/modules-load.d/nvidia-peermem.conf usr/lib/nvidia-peer-memory/nv_peer_mem; do
 		grep -q \" ./\$f\$\" /tmp/c || { echo missing \$f; exit 1; }; done
 	dpkg-deb -e deb/$DEB_MAIN /tmp/ctl-main && grep -qx /etc/infiniband/nv_peer_mem.conf /tmp/ctl-main/conffiles"
@@ -166,16 +202,23 @@ if inlog rpmbuild-rebuild "rpmbuild --rebuild --nodeps --without kmod --define '
 	ok rpmbuild-rebuild; else bad rpmbuild-rebuild "see $LOGS/rpmbuild-rebuild.log"; fi
 RPM_DKMS=rpmtop/RPMS/noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm
 insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm >/tmp/m; rpm -qpl $RPM_DKMS >/tmp/d
-	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf; do
+	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf \
+		/usr/bin/nvidia-peermem-doctor; do
 		grep -qx \$f /tmp/m || { echo missing \$f; exit 1; }; done
 	grep -qx /usr/src/nvidia-peer-memory-$V/dkms.conf /tmp/d
 	rpm -qp --configfiles rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | grep -qx /etc/infiniband/nv_peer_mem.conf
 	rpm -qp --triggers $RPM_DKMS | grep -q nvidia-kmod-common && rpm -qp --triggers $RPM_DKMS | grep -q mlnx-ofa_kernel
-	rpm -qp --scripts $RPM_DKMS | grep -q 'dkms remove'"
+	rpm -qp --scripts $RPM_DKMS | grep -q 'dkms remove'
+	grep -q '^/usr/share/man/man1/nvidia-peermem-doctor.1' /tmp/m && rpm -qp --requires rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | grep -q '^libc.so.6'"
+# The RPM's doctor, unpacked: it runs and reports this version.
+insh rpm-doctor-runs "rm -rf /tmp/rpmx && mkdir /tmp/rpmx && rpm2cpio rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | (cd /tmp/rpmx && cpio -idm --quiet)
+	test \"\$(/tmp/rpmx/usr/bin/nvidia-peermem-doctor --version)\" = 'nvidia-peermem-doctor $V'
+	rc=0; /tmp/rpmx/usr/bin/nvidia-peermem-doctor --json >/tmp/rpm-doctor.json || rc=\$?
+	python3 doctor-json.py /tmp/rpm-doctor.json \$rc $V"
 
 # --- rust-headers.sh: refusals --------------------------------------------------------------
 step "rust-headers.sh refuses what cannot work, with the reason"
-snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /root -o -path /build -o -path /var/cache/apt -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log -o -path /var/cache/debconf -o -path /var/cache/ldconfig -o -path /var/lib/dkms/mok.key -o -path /var/lib/dkms/mok.pub -o -path /usr/src/linux-source-7.3.tar.xz -o -path /usr/share/doc/linux-source-7.3 -o -name "*.pyc" \) -prune -o -print' | LC_ALL=C sort; }
+snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /root -o -path /build -o -path /var/cache/apt -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log -o -path /var/cache/debconf -o -path /var/cache/man -o -path /var/cache/ldconfig -o -path /var/lib/dkms/mok.key -o -path /var/lib/dkms/mok.pub -o -path /usr/src/linux-source-7.3.tar.xz -o -path /usr/share/doc/linux-source-7.3 -o -name "*.pyc" \) -prune -o -print' | LC_ALL=C sort; }
 insh rust-headers-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /usr/src/linux-headers-$KREL/scripts/target.json"
 insh rust-headers-wrong-rustc "mkdir -p /tmp/fakebin && printf '#!/bin/sh\necho rustc 1.96.1 (fake)\n' >/tmp/fakebin/rustc && chmod +x /tmp/fakebin/rustc
@@ -228,6 +271,16 @@ insh module-depmod "modinfo -k $KREL -F filename nvidia_peermem | grep -q update
 insh module-undefined-symbols "modinfo -F depends $KO*; test -n \"\$(modinfo -F name $KO*)\""
 insh headers-rust-capable "/usr/lib/nvidia-peer-memory/rust-headers --check $KREL && test -f /usr/src/linux-headers-$KREL/rust/libkernel.rmeta"
 insh postinst-did-not-fail "dpkg -s nvidia-peer-memory | grep -q 'Status: install ok installed' && dpkg -s nvidia-peer-memory-dkms | grep -q 'Status: install ok installed'"
+# The doctor as installed. This root's /sys is an empty tmpfs (nothing loaded)
+# and /proc the host's; the kernel release is the host's.
+insh doctor-version "test \"\$(nvidia-peermem-doctor --version)\" = 'nvidia-peermem-doctor $V' && test \"\$(command -v nvidia-peermem-doctor)\" = /usr/bin/nvidia-peermem-doctor"
+insh doctor-json "rc=0; nvidia-peermem-doctor --json >/tmp/doctor.json || rc=\$?; test \$rc = 1
+	python3 doctor-json.py /tmp/doctor.json \$rc $V check:module.loaded=FAIL facts.module.loaded=false \"facts.kernel_release=\$(uname -r)\" stats=null"
+insh doctor-table "rc=0; nvidia-peermem-doctor >/tmp/doctor.txt || rc=\$?; test \$rc = 1
+	head -n1 /tmp/doctor.txt | grep -qx 'nvidia-peermem-doctor $V: GPUDirect RDMA checks (root /)'
+	grep -Eq '^FAIL +module.loaded +nvidia_peermem is not loaded ' /tmp/doctor.txt && grep -Eq '^Result: blocked \([0-9]+ blocking, [0-9]+ warnings?\), exit status 1\$' /tmp/doctor.txt"
+insh doctor-usage-error "rc=0; nvidia-peermem-doctor --bogus 2>/tmp/err || rc=\$?; test \$rc = 2 && grep -q 'unknown argument' /tmp/err"
+insh doctor-manpage "zcat /usr/share/man/man1/nvidia-peermem-doctor.1.gz | grep -q '^.SH EXIT STATUS'"
 check postinst-start-failure-tolerated grep -q 'nv_peer_mem did not start now' "$LOGS/dpkg-install.log"
 insh rc-links "ls /etc/rc2.d/S*nv_peer_mem && ls /etc/rc0.d/K*nv_peer_mem && test -L /etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"
 insh systemd-analyze-verify "systemd-analyze verify --man=no /usr/lib/systemd/system/nv_peer_mem.service 2>/tmp/err; rc=\$?; cat /tmp/err; test \$rc = 0 && test ! -s /tmp/err"
@@ -265,6 +318,17 @@ avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
 expect_rc service-start 0 svc start
 check service-start-loaded-all inr sh -c "test -d /sys/module/nvidia_peermem && test -d /sys/module/ib_core && test -d /sys/module/nvidia &&
 	test \$(grep -cx 'modprobe nvidia_peermem' $F/calls) = 1"
+# service nv_peer_mem doctor: the doctor, its arguments and exit status; it
+# sees what the service loaded (directories in this root's /sys/module).
+insh service-doctor "rc=0; service nv_peer_mem doctor --json >/tmp/svc-doctor.json || rc=\$?
+	python3 doctor-json.py /tmp/svc-doctor.json \$rc $V check:module.loaded=OK facts.module.loaded=true facts.nvidia_driver.loaded=true
+	nvidia-peermem-doctor --json >/tmp/direct-doctor.json || :; cmp /tmp/svc-doctor.json /tmp/direct-doctor.json"
+# (service takes --help and --version for itself; the doctor's other options pass.)
+insh service-doctor-verbose "service nv_peer_mem doctor --verbose >/tmp/svc-doctor.txt || :
+	head -n1 /tmp/svc-doctor.txt | grep -qx 'nvidia-peermem-doctor $V: GPUDirect RDMA checks (root /)'
+	grep -Eq '^OK +module.loaded +nvidia_peermem is loaded\$' /tmp/svc-doctor.txt && grep -Eq '^ +- initstate: unknown\$' /tmp/svc-doctor.txt"
+expect_rc service-doctor-usage-error 2 svc doctor --bogus
+expect_rc service-doctor-not-installed 5 inr env PATH=/nonexistent /usr/lib/nvidia-peer-memory/nv_peer_mem doctor
 expect_rc service-status-loaded 0 svc status
 expect_rc service-start-again 0 svc start
 check service-start-again-no-modprobe inr sh -c "test \$(grep -cx 'modprobe nvidia_peermem' $F/calls) = 1"
@@ -272,6 +336,8 @@ expect_rc service-restart 0 svc restart
 check service-restart-reloaded inr sh -c "grep -qx 'rmmod nvidia_peermem' $F/calls && test \$(grep -cx 'modprobe nvidia_peermem' $F/calls) = 2 && test -d /sys/module/nvidia_peermem"
 expect_rc service-stop 0 svc stop
 check service-stop-keeps-driver inr sh -c "test ! -d /sys/module/nvidia_peermem && test -d /sys/module/nvidia && test -d /sys/module/ib_core && ! grep -q 'modprobe -r' $F/calls"
+insh service-doctor-stopped "rc=0; service nv_peer_mem doctor --json >/tmp/svc-doctor.json || rc=\$?; test \$rc = 1
+	python3 doctor-json.py /tmp/svc-doctor.json \$rc $V check:module.loaded=FAIL facts.module.loaded=false facts.nvidia_driver.loaded=true"
 expect_rc service-stop-again 0 svc stop
 expect_rc service-bad-verb 2 svc frobnicate
 inr sed -i 's/^ONBOOT=yes/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf

@@ -1267,3 +1267,5 @@ module_exit(gsim_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Simulated NVIDIA GPU driver (nvidia_p2p_* API) for nvidia-peermem tests");
+/* /sys/module/nvidia/version, as the real driver's (nvidia-peermem-doctor reports it). */
+MODULE_VERSION("580.95.05-sim");

@@ -41,9 +41,13 @@ pub fn loaded(root: &Root, name: &str) -> Option<Loaded> {
     if !root.is_dir(&dir) {
         return None;
     }
+    let attr = |name: &str| {
+        root.read_attr(&format!("{dir}/{name}"))
+            .filter(|v| !v.is_empty())
+    };
     Some(Loaded {
-        version: root.read_attr(&format!("{dir}/version")),
-        initstate: root.read_attr(&format!("{dir}/initstate")),
+        version: attr("version"),
+        initstate: attr("initstate"),
     })
 }
 

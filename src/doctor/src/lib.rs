@@ -21,5 +21,5 @@ pub mod root;
 pub mod topology;
 
 pub use checks::run;
-pub use report::{Check, Report, Status};
+pub use report::{Check, Facts, ModuleFacts, Report, Status};
 pub use root::Root;

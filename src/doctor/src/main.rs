@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -71,11 +72,18 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Cmd, String> {
     Ok(Cmd::Run(args))
 }
 
+/// Writes to stdout; a reader that went away (`doctor | head`) is not an
+/// error worth a panic, and the exit status still tells the verdict.
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
 fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
         Ok(Cmd::Run(args)) => args,
         Ok(Cmd::Print(text)) => {
-            print!("{text}");
+            emit(&text);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -92,9 +100,9 @@ fn main() -> ExitCode {
     };
     let report = run(&root);
     if args.json {
-        print!("{}", output::json(&report));
+        emit(&output::json(&report));
     } else {
-        print!("{}", output::human(&report, args.verbose));
+        emit(&output::human(&report, args.verbose));
     }
     ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(1))
 }

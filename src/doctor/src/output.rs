@@ -5,10 +5,11 @@
 use std::fmt::Write;
 
 use crate::json::{obj, Value};
-use crate::report::{Report, Status};
+use crate::report::{Facts, Report, Status};
 use crate::topology::Topology;
 
-/// The doctor's version.
+/// The doctor's version: the repository's VERSION file, which
+/// `scripts/stamp-version.sh` writes into `src/doctor/Cargo.toml`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The legend printed under the topology matrix.
@@ -113,7 +114,64 @@ pub fn matrix(topo: &Topology) -> String {
     out.lines().map(|l| format!("{}\n", l.trim_end())).collect()
 }
 
-/// The report as JSON: tool, verdict, checks, statistics and topology.
+/// A value as it was read: a JSON number when it is an unsigned integer, else a string.
+fn number_or_string(text: &str) -> Value {
+    text.parse::<u64>()
+        .map_or_else(|_| Value::from(text), Value::Int)
+}
+
+/// A list of strings.
+fn strings(items: &[String]) -> Value {
+    Value::Arr(items.iter().map(|s| s.clone().into()).collect())
+}
+
+/// The `facts` object: the live state behind the checks.
+pub fn facts(f: &Facts) -> Value {
+    let m = &f.module;
+    let parameters = Value::Obj(
+        m.parameters
+            .iter()
+            .map(|(name, value)| (name.clone(), number_or_string(value)))
+            .collect(),
+    );
+    obj([
+        ("kernel_release", f.kernel_release.clone().into()),
+        (
+            "module",
+            obj([
+                ("name", crate::checks::MODULE.into()),
+                ("loaded", m.loaded.into()),
+                ("version", m.version.clone().into()),
+                ("initstate", m.initstate.clone().into()),
+                ("nvidia_bundled", m.nvidia_bundled.into()),
+                ("parameters", parameters),
+                ("installed", strings(&m.installed)),
+            ]),
+        ),
+        (
+            "nvidia_driver",
+            obj([
+                ("loaded", f.nvidia_driver.is_some().into()),
+                ("version", f.nvidia_driver.clone().flatten().into()),
+            ]),
+        ),
+        ("kallsyms_readable", f.kallsyms_readable.into()),
+        ("p2p_exporters", strings(&f.p2p_exporters)),
+        (
+            "peer_memory_provider",
+            f.peer_memory_provider.clone().into(),
+        ),
+        (
+            "conflicts",
+            obj([
+                ("loaded", strings(&f.conflicts_loaded)),
+                ("installed", strings(&f.conflicts_installed)),
+            ]),
+        ),
+    ])
+}
+
+/// The report as JSON: tool, verdict, checks, facts, statistics and topology.
 pub fn json(report: &Report) -> String {
     let checks = report
         .checks
@@ -132,13 +190,7 @@ pub fn json(report: &Report) -> String {
         Value::Obj(
             stats
                 .iter()
-                .map(|s| {
-                    let v = s
-                        .value
-                        .parse::<u64>()
-                        .map_or_else(|_| Value::from(s.value.clone()), Value::Int);
-                    (s.name.clone(), v)
-                })
+                .map(|s| (s.name.clone(), number_or_string(&s.value)))
                 .collect(),
         )
     });
@@ -193,6 +245,7 @@ pub fn json(report: &Report) -> String {
             u64::from(report.exit_code().unsigned_abs()).into(),
         ),
         ("checks", Value::Arr(checks)),
+        ("facts", facts(&report.facts)),
         ("stats", stats),
         (
             "topology",
@@ -204,4 +257,46 @@ pub fn json(report: &Report) -> String {
         ),
     ])
     .pretty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One source of truth: what `--version` and the JSON print is VERSION.
+    #[test]
+    fn version_is_the_version_file() {
+        assert_eq!(VERSION, include_str!("../../../VERSION").trim());
+    }
+
+    #[test]
+    fn facts_as_json() {
+        let f = Facts {
+            module: crate::report::ModuleFacts {
+                loaded: true,
+                version: Some("1.0.0".into()),
+                parameters: vec![
+                    ("persistent_api_support".into(), "1".into()),
+                    ("odd".into(), "Y".into()),
+                ],
+                ..Default::default()
+            },
+            nvidia_driver: Some(None),
+            peer_memory_provider: Some("mofed_peer_sim".into()),
+            p2p_exporters: vec!["nvidia".into()],
+            ..Default::default()
+        };
+        let text = facts(&f).pretty();
+        for line in [
+            "\"loaded\": true,\n    \"version\": \"1.0.0\"",
+            "\"persistent_api_support\": 1,",
+            "\"odd\": \"Y\"",
+            "\"nvidia_driver\": {\n    \"loaded\": true,\n    \"version\": null\n  }",
+            "\"p2p_exporters\": [\n    \"nvidia\"\n  ]",
+            "\"peer_memory_provider\": \"mofed_peer_sim\"",
+            "\"kernel_release\": null",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+    }
 }

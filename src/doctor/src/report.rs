@@ -99,6 +99,48 @@ pub struct Stat {
     pub value: String,
 }
 
+/// The live state the checks judged, for machines (the JSON `facts`
+/// object): what is loaded, with which version and parameters, who exports
+/// the two APIs the module sits between, and which other peer-memory
+/// modules are loaded or installed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// `uname -r`, if known.
+    pub kernel_release: Option<String>,
+    /// `nvidia_peermem`, loaded or not.
+    pub module: ModuleFacts,
+    /// `nvidia.ko`: `None` when not loaded, else its version (if it has one).
+    pub nvidia_driver: Option<Option<String>>,
+    /// Whether `/proc/kallsyms` could be read (the two fields below need it).
+    pub kallsyms_readable: bool,
+    /// The modules exporting `nvidia_p2p_*` (`vmlinux` for the kernel image), sorted.
+    pub p2p_exporters: Vec<String>,
+    /// The module exporting `ib_register_peer_memory_client`, if any.
+    pub peer_memory_provider: Option<String>,
+    /// Other peer-memory modules that are loaded (`nv_peer_mem`, or NVIDIA's
+    /// `nvidia_peermem` in this one's place).
+    pub conflicts_loaded: Vec<String>,
+    /// Installed module files (below `/lib/modules/<release>/`) of other peer-memory modules.
+    pub conflicts_installed: Vec<String>,
+}
+
+/// `nvidia_peermem` as `/sys/module` and `/lib/modules` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleFacts {
+    /// Whether `/sys/module/nvidia_peermem` exists.
+    pub loaded: bool,
+    /// `version`, when loaded.
+    pub version: Option<String>,
+    /// `initstate`, when loaded.
+    pub initstate: Option<String>,
+    /// Whether the loaded module is NVIDIA's bundled one (its version is the driver's).
+    pub nvidia_bundled: bool,
+    /// Every parameter in `/sys/module/nvidia_peermem/parameters`, by name.
+    pub parameters: Vec<(String, String)>,
+    /// This project's module files for the running kernel (below `/lib/modules/<release>/`).
+    pub installed: Vec<String>,
+}
+
 /// Everything a run found.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -106,6 +148,8 @@ pub struct Report {
     pub root: String,
     /// The checks, in a fixed order.
     pub checks: Vec<Check>,
+    /// The live state behind them.
+    pub facts: Facts,
     /// GPUs, NICs and pairs.
     pub topology: Topology,
     /// The module's counters, when readable.

@@ -133,11 +133,22 @@ impl Root {
         names
     }
 
-    /// Regular files below `path` (absolute paths), without following links.
+    /// Regular files below `path`, without following links below it.
+    ///
+    /// The paths start with `path` as given, even when a link leads there
+    /// (`/lib/modules` is `/usr/lib/modules` on merged-/usr systems).
     pub fn walk_files(&self, path: &str) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(abs) = self.resolve(path) {
             self.walk(&abs, 0, &mut out);
+            let given = path.trim_end_matches('/');
+            if !given.is_empty() && abs != given {
+                for p in &mut out {
+                    if let Some(rest) = p.strip_prefix(abs.as_str()) {
+                        *p = format!("{given}{rest}");
+                    }
+                }
+            }
         }
         out.sort();
         out
@@ -185,4 +196,34 @@ fn join(comps: &[String]) -> String {
 /// The last component of a path.
 pub fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Merged /usr: `/lib` is a link to `usr/lib`; files below `/lib/modules`
+    /// are named as asked, and read through the link.
+    #[test]
+    fn walk_through_a_link() {
+        let dir = std::env::temp_dir().join(format!("peermem-doctor-root-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let m = dir.join("usr/lib/modules/7.3/extra");
+        fs::create_dir_all(&m).expect("mkdir");
+        fs::write(m.join("nvidia_peermem.ko"), "x").expect("write");
+        std::os::unix::fs::symlink("usr/lib", dir.join("lib")).expect("link");
+        let root = Root::new(&dir).expect("root");
+        assert_eq!(
+            root.resolve("/lib/modules/7.3").as_deref(),
+            Some("/usr/lib/modules/7.3")
+        );
+        let files = root.walk_files("/lib/modules/7.3/");
+        assert_eq!(files, ["/lib/modules/7.3/extra/nvidia_peermem.ko"]);
+        assert_eq!(root.read_text(&files[0]).as_deref(), Some("x"));
+        assert_eq!(
+            root.walk_files("/usr/lib/modules"),
+            ["/usr/lib/modules/7.3/extra/nvidia_peermem.ko"]
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

@@ -78,6 +78,7 @@ sed -i 's/^ONBOOT=no/ONBOOT=yes/' $CONF
 # even with a GPU driver's install rule that would load another module.
 $K/rmmod ib_core 2>/dev/null
 if loaded ib_core; then fail ib_core-unloaded "ib_core still loaded (in use?)"; else pass ib_core-unloaded; fi
+mkdir -p /etc/modprobe.d # not in the initramfs
 printf 'install nvidia-peermem modprobe -i nvidia-current-peermem $CMDLINE_OPTS\n' >/etc/modprobe.d/nvidia.conf
 expect_ok modprobe-dash-installed $K/modprobe nvidia-peermem
 if loaded nvidia_peermem; then pass modprobe-loaded-ours; else fail modprobe-loaded-ours "not loaded"; fi
@@ -87,6 +88,7 @@ expect_ok rmmod-after-modprobe $K/rmmod nvidia_peermem
 
 # Clean up for the scenarios that follow.
 rm -f /etc/modprobe.d/nvidia.conf
+rmdir /etc/modprobe.d 2>/dev/null
 rm -f /etc/init.d/nv_peer_mem /etc/modules-load.d/nvidia-peermem.conf /usr/lib/modprobe.d/00-nvidia-peer-memory.conf
 rm -rf /etc/infiniband /usr/lib/nvidia-peer-memory /usr/lib/systemd/system/nv_peer_mem.service
 [ -n "$had_nvidia" ] || ! loaded nvidia || $K/rmmod nvidia 2>/dev/null

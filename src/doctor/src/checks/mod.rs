@@ -23,6 +23,7 @@
 //! | `gdr.detection`       | the files NCCL and UCX test for GPUDirect RDMA       |
 
 mod conflicts;
+mod facts;
 mod module;
 mod platform;
 mod stack;
@@ -103,6 +104,7 @@ pub fn run(root: &Root) -> Report {
     Report {
         root: root.base().display().to_string(),
         checks,
+        facts: facts::gather(&ctx),
         topology: ctx.topo,
         stats,
     }

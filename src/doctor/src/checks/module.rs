@@ -32,9 +32,16 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
         };
         return Check::fail(ID, format!("{MODULE} is not loaded ({installed})"), fix);
     };
-    let version = module.version.as_deref().unwrap_or("(no version)");
+    // " 1.0.0", or nothing: every build of this module has a version.
+    let version = module
+        .version
+        .as_deref()
+        .map_or(String::new(), |v| format!(" {v}"));
     let detail = vec![
-        format!("/sys/module/{MODULE}/version: {version}"),
+        format!(
+            "/sys/module/{MODULE}/version: {}",
+            module.version.as_deref().unwrap_or("absent")
+        ),
         format!(
             "initstate: {}",
             module.initstate.as_deref().unwrap_or("unknown")
@@ -44,7 +51,7 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
     if let Some(state) = module.initstate.as_deref().filter(|s| *s != "live") {
         return Check::warn(
             ID,
-            format!("{MODULE} {version} is {state}, not live"),
+            format!("{MODULE}{version} is {state}, not live"),
             "wait for the load or unload to finish; if it stays, `dmesg` shows the stuck step",
         )
         .detail(detail);
@@ -52,13 +59,13 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
     if ctx.loaded_is_nvidias() {
         return Check::warn(
             ID,
-            format!("the loaded {MODULE} {version} is NVIDIA's bundled module (same version as the driver), not this one"),
+            format!("the loaded {MODULE}{version} is NVIDIA's bundled module (same version as the driver), not this one"),
             "`rmmod nvidia_peermem`, remove what loads NVIDIA's (see conflict.bundled and conflict.modprobe), \
              then `modprobe nvidia_peermem`",
         )
         .detail(detail);
     }
-    Check::ok(ID, format!("{MODULE} {version} is loaded")).detail(detail)
+    Check::ok(ID, format!("{MODULE}{version} is loaded")).detail(detail)
 }
 
 /// `module.params`: the two parameters and what they select.

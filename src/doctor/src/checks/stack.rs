@@ -36,7 +36,10 @@ pub(crate) fn nvidia_driver(ctx: &Ctx<'_>) -> Check {
             "install the NVIDIA driver and `modprobe nvidia`; nvidia_peermem needs its nvidia_p2p_* exports",
         );
     };
-    let version = nv.version.as_deref().unwrap_or("(no version)");
+    let version = match nv.version.as_deref() {
+        Some(v) => format!(" {v}"),
+        None => String::new(),
+    };
     let banner = ctx.root.read_attr("/proc/driver/nvidia/version");
     let flavour = match &banner {
         Some(b) if b.contains("Open Kernel Module") => " (open kernel modules)",
@@ -46,7 +49,11 @@ pub(crate) fn nvidia_driver(ctx: &Ctx<'_>) -> Check {
     let detail = banner
         .map(|b| vec![b.lines().next().unwrap_or("").to_string()])
         .unwrap_or_default();
-    Check::ok(ID, format!("NVIDIA driver {version} is loaded{flavour}")).detail(detail)
+    let mut detail = detail;
+    if nv.version.is_none() {
+        detail.push("/sys/module/nvidia/version: absent (the driver's MODULE_VERSION)".to_string());
+    }
+    Check::ok(ID, format!("NVIDIA driver{version} is loaded{flavour}")).detail(detail)
 }
 
 /// `nvidia.p2p`: does the driver export the P2P API?

@@ -153,7 +153,36 @@ fn broken_tree_does_not_panic() {
         assert!(err.is_empty(), "stderr: {err}");
         if args.contains(&"--json") {
             json::parse(&out).expect("JSON of a broken tree");
+        } else {
+            // Empty version files: loaded, with no version to show.
+            for line in [
+                "OK     module.loaded         nvidia_peermem is loaded\n",
+                "OK     nvidia.driver         NVIDIA driver is loaded\n",
+            ] {
+                assert!(out.contains(line), "no '{line}' in\n{out}");
+            }
         }
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A reader that went away (`nvidia-peermem-doctor | head -1`): no panic,
+/// nothing on stderr, and the exit status is still the verdict's.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let dir = scratch("pipe");
+    let root = dir.to_string_lossy().into_owned();
+    let bin = env!("CARGO_BIN_EXE_nvidia-peermem-doctor");
+    for args in ["--json", "--verbose"] {
+        // `true` exits at once; the doctor writes half a second later, into a pipe without a reader.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"(sleep 0.5; "$0" --root "$1" $2; echo "rc=$?" >&2) | true"#)
+            .args([bin, root.as_str(), args])
+            .output()
+            .expect("run sh");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim(), "rc=1", "{args}: {err}");
     }
     let _ = fs::remove_dir_all(&dir);
 }

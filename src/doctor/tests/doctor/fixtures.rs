@@ -42,6 +42,7 @@ fixtures! {
     inbox => "inbox",
     iommu_passthrough => "iommu-passthrough",
     iommu_translated => "iommu-translated",
+    merged_usr => "merged-usr",
     modprobe_disabled => "modprobe-disabled",
     modprobe_options => "modprobe-options",
     mofed_2407 => "mofed-2407",

@@ -29,6 +29,8 @@ pub struct Expect {
     pub topo: Vec<(String, Vec<String>)>,
     /// Counters the JSON `stats` object must hold.
     pub stats: Vec<(String, String)>,
+    /// Fields of the JSON `facts` object: dotted path and value.
+    pub facts: Vec<(String, String)>,
 }
 
 impl Expect {
@@ -59,6 +61,7 @@ impl Expect {
                     links.iter().map(|s| s.to_string()).collect(),
                 )),
                 ["stat", name, value] => exp.stats.push((name.to_string(), value.to_string())),
+                ["fact", path, value @ ..] => exp.facts.push((path.to_string(), value.join(" "))),
                 [status @ ("OK" | "INFO" | "WARN" | "FAIL"), id] => {
                     exp.checks.push((status.to_string(), id.to_string(), text))
                 }
@@ -214,6 +217,7 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
         "verdict",
         "exit_status",
         "checks",
+        "facts",
         "stats",
         "topology",
     ];
@@ -276,6 +280,19 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
             problems.push(format!("JSON stats.{name}: expected {value}, got {got:?}"));
         }
     }
+    for (path, value) in &exp.facts {
+        let got = path
+            .split('.')
+            .try_fold(doc.get("facts"), |v, key| Some(v?.get(key)))
+            .flatten();
+        let shown = got.map(show);
+        if shown.as_deref() != Some(value.as_str()) {
+            problems.push(format!(
+                "JSON facts.{path}: expected {value}, got {}",
+                shown.unwrap_or_else(|| "nothing".to_string())
+            ));
+        }
+    }
     let topo = doc.get("topology");
     let pairs = topo
         .and_then(|t| t.get("pairs"))
@@ -293,6 +310,26 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
         {
             problems.push(format!("JSON pair {p:?}"));
         }
+    }
+}
+
+/// A JSON value as a `fact` line writes it: strings bare, arrays as
+/// `[a,b]`, numbers, `true`, `false` and `null` as in JSON.
+fn show(v: &Json) -> String {
+    match v {
+        Json::Null => "null".to_string(),
+        Json::Bool(b) => b.to_string(),
+        Json::Num(n) => n.to_string(),
+        Json::Str(s) => s.clone(),
+        Json::Arr(items) => format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(",")),
+        Json::Obj(fields) => format!(
+            "{{{}}}",
+            fields
+                .iter()
+                .map(|(k, v)| format!("{k}={}", show(v)))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
     }
 }
 

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The live state behind the checks, gathered once for the JSON `facts`
+//! object: scripts and tests read these fields instead of parsing the
+//! checks' sentences.
+
+use super::{Ctx, MODULE};
+use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
+use crate::report::{Facts, ModuleFacts};
+
+/// Where the kernel lists a module's parameters.
+fn params_dir() -> String {
+    format!("/sys/module/{MODULE}/parameters")
+}
+
+/// The facts of one run.
+pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
+    let module = match &ctx.ours {
+        None => ModuleFacts::default(),
+        Some(m) => ModuleFacts {
+            loaded: true,
+            version: m.version.clone(),
+            initstate: m.initstate.clone(),
+            nvidia_bundled: ctx.loaded_is_nvidias(),
+            parameters: ctx
+                .root
+                .list(&params_dir())
+                .into_iter()
+                .filter_map(|p| {
+                    let value = ctx.root.read_attr(&format!("{}/{p}", params_dir()))?;
+                    Some((p, value))
+                })
+                .collect(),
+            installed: Vec::new(),
+        },
+    };
+    let module = ModuleFacts {
+        installed: ctx
+            .files
+            .iter()
+            .filter(|f| f.origin == Origin::Ours)
+            .map(|f| f.rel.clone())
+            .collect(),
+        ..module
+    };
+    let mut p2p_exporters: Vec<String> = ctx
+        .kallsyms
+        .with_prefix(NV_P2P_PREFIX)
+        .map(|(_, m)| m.unwrap_or("vmlinux").to_string())
+        .collect();
+    p2p_exporters.sort();
+    p2p_exporters.dedup();
+    let mut conflicts_loaded = Vec::new();
+    if kmod::loaded(ctx.root, "nv_peer_mem").is_some() {
+        conflicts_loaded.push("nv_peer_mem".to_string());
+    }
+    if ctx.loaded_is_nvidias() {
+        conflicts_loaded.push(MODULE.to_string());
+    }
+    Facts {
+        kernel_release: ctx.release.clone(),
+        module,
+        nvidia_driver: ctx.nvidia.as_ref().map(|n| n.version.clone()),
+        kallsyms_readable: ctx.kallsyms.readable,
+        p2p_exporters,
+        peer_memory_provider: ctx
+            .kallsyms
+            .owner(PEER_REGISTER)
+            .map(|m| m.unwrap_or("vmlinux").to_string()),
+        conflicts_loaded,
+        conflicts_installed: ctx
+            .files
+            .iter()
+            .filter(|f| f.origin != Origin::Ours)
+            .map(|f| f.rel.clone())
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    use crate::report::Facts;
+    use crate::root::Root;
+
+    /// A scratch root with `files` (path, content).
+    fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "peermem-doctor-facts-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        for (path, text) in files {
+            let p = dir.join(path);
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(p, text).expect("write");
+        }
+        fs::create_dir_all(&dir).expect("mkdir");
+        dir
+    }
+
+    fn facts(dir: &Path) -> Facts {
+        crate::run(&Root::new(dir).expect("root")).facts
+    }
+
+    /// The stack of the guest tests: the module, a GPU simulator named
+    /// `nvidia` without a version banner, a MOFED core simulator
+    /// providing the peer-memory API, an NVIDIA-built module installed.
+    #[test]
+    fn live_stack() {
+        let dir = tree(
+            "live",
+            &[
+                ("proc/sys/kernel/osrelease", "7.3.4+deb13-amd64\n"),
+                ("sys/module/nvidia_peermem/version", "1.0.0\n"),
+                ("sys/module/nvidia_peermem/initstate", "live\n"),
+                (
+                    "sys/module/nvidia_peermem/parameters/persistent_api_support",
+                    "0\n",
+                ),
+                (
+                    "sys/module/nvidia_peermem/parameters/peerdirect_support",
+                    "0\n",
+                ),
+                ("sys/module/nvidia/initstate", "live\n"),
+                ("sys/module/nvidia/version", "580.95.05\n"),
+                (
+                    "lib/modules/7.3.4+deb13-amd64/extra/nvidia_peermem.ko",
+                    "author=nvidia-peermem-rs developers",
+                ),
+                (
+                    "lib/modules/7.3.4+deb13-amd64/kernel/nvidia-peermem.ko.xz",
+                    "",
+                ),
+                (
+                    "proc/kallsyms",
+                    "0000000000000000 T nvidia_p2p_get_pages\t[nvidia]\n\
+                     0000000000000000 T nvidia_p2p_put_pages\t[nvidia]\n\
+                     0000000000000000 T ib_register_peer_memory_client\t[mofed_peer_sim]\n",
+                ),
+            ],
+        );
+        let f = facts(&dir);
+        assert_eq!(f.kernel_release.as_deref(), Some("7.3.4+deb13-amd64"));
+        assert!(f.module.loaded);
+        assert_eq!(f.module.version.as_deref(), Some("1.0.0"));
+        assert_eq!(f.module.initstate.as_deref(), Some("live"));
+        assert!(!f.module.nvidia_bundled);
+        assert_eq!(
+            f.module.parameters,
+            [
+                ("peerdirect_support".to_string(), "0".to_string()),
+                ("persistent_api_support".to_string(), "0".to_string())
+            ]
+        );
+        assert_eq!(f.module.installed, ["extra/nvidia_peermem.ko"]);
+        assert_eq!(f.nvidia_driver, Some(Some("580.95.05".to_string())));
+        assert!(f.kallsyms_readable);
+        assert_eq!(f.p2p_exporters, ["nvidia"]);
+        assert_eq!(f.peer_memory_provider.as_deref(), Some("mofed_peer_sim"));
+        assert!(f.conflicts_loaded.is_empty());
+        assert_eq!(f.conflicts_installed, ["kernel/nvidia-peermem.ko.xz"]);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Nothing loaded, kallsyms unreadable: everything absent, nothing invented.
+    #[test]
+    fn nothing_loaded() {
+        let dir = tree("empty", &[]);
+        let f = facts(&dir);
+        assert_eq!(f, Facts::default());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// NVIDIA's module in this one's place, and Mellanox's loaded too.
+    #[test]
+    fn conflicts_loaded() {
+        let dir = tree(
+            "conflicts",
+            &[
+                ("sys/module/nvidia_peermem/version", "580.95.05\n"),
+                ("sys/module/nvidia/version", "580.95.05\n"),
+                ("sys/module/nv_peer_mem/version", "1.3\n"),
+            ],
+        );
+        let f = facts(&dir);
+        assert!(f.module.nvidia_bundled);
+        assert_eq!(f.conflicts_loaded, ["nv_peer_mem", "nvidia_peermem"]);
+        assert_eq!(f.nvidia_driver, Some(Some("580.95.05".to_string())));
+        assert!(f.module.parameters.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
