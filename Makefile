@@ -120,7 +120,10 @@ check-debug: debug-kernel $(if $(KDIR),,tool)
 # the debug kernel, built first if not cached, at a scale that fits CI
 # (tests/README.md, "Stress suite"); make check-guest runs them at full scale
 # on Debian's kernel.
-DEBUG_STRESS_ENV ?= STRESS_CONC_OPS=20000 STRESS_RANDOM_OPS=1000
+# Four configurations (every core generation with invalidation, and the MIG
+# fallback): 25,000 concurrent operations each, 1,000 random ones.
+DEBUG_STRESS_ENV ?= STRESS_CONFIGS=modern-revocable,modern-fallback,mid-revocable,legacy-revocable \
+	STRESS_CONC_OPS=25000 STRESS_RANDOM_OPS=1000
 .PHONY: check-debug-stress
 check-debug-stress:
 	@GUEST_SCENARIOS='[05][0-5]-*' GUEST_ENV="$(DEBUG_STRESS_ENV)" $(MAKE) --no-print-directory check-debug

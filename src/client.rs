@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
-use crate::nvidia_p2p::{GpuPin, P2pError, PinKind, PinOwner, TeardownQueue};
+use crate::nvidia_p2p::{GpuPin, P2pError, PinGuard, PinKind, PinOwner, TeardownQueue};
 use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut, SgTable,
 };
@@ -284,12 +284,13 @@ fn dma_unmap(ctx: ArcBorrow<'_, Context>) -> Result {
 }
 
 fn put_pages(ctx: ArcBorrow<'_, Context>) {
-    end_of_use(ctx, Event::PutPages);
+    let pin = ctx.lock();
+    end_of_use(ctx, pin, Event::PutPages);
 }
 
 fn release(ctx: Arc<Context>) {
-    wait_for_forward(&ctx);
-    end_of_use(ctx.as_arc_borrow(), Event::Release);
+    let pin = lock_after_forward(&ctx);
+    end_of_use(ctx.as_arc_borrow(), pin, Event::Release);
     // Freed here, not in put_pages: a core may skip put_pages after an
     // invalidation, never release.
     let sg = ctx.lock().owner().sg.take();
@@ -297,29 +298,34 @@ fn release(ctx: Arc<Context>) {
     STATS.add(Counter::Deregistrations, 1);
 }
 
-/// Waits until an invalidation another thread is forwarding for `ctx` has
-/// reached the core: once released, the core may give the core context to a
-/// new registration, which the late invalidation would then hit. A core that
-/// releases from inside the invalidation (MOFED 5.0 and earlier) does so on
-/// the forwarding thread, which does not wait for itself.
-fn wait_for_forward(ctx: &Context) {
+/// Locks `ctx` once no other thread is forwarding an invalidation for it:
+/// once released, the core may give the core context to a new registration,
+/// which the late invalidation would then hit. The caller keeps the lock
+/// until the registration has left the phases a callback forwards from. A
+/// core that releases from inside the invalidation (MOFED 5.0 and earlier)
+/// does so on the forwarding thread, which does not wait for itself.
+fn lock_after_forward(ctx: &Context) -> PinGuard<'_, RegState> {
     let me = crate::shim::current_pid();
     loop {
-        match ctx.lock().owner().forwarder {
-            Some(pid) if pid != me => crate::shim::sleep_briefly(),
-            _ => return,
+        let mut pin = ctx.lock();
+        match pin.owner().forwarder {
+            Some(pid) if pid != me => {
+                drop(pin);
+                crate::shim::sleep_briefly();
+            }
+            _ => return pin,
         }
     }
 }
 
-/// put_pages or release: unpins if the registration still holds pages.
+/// put_pages or release, with `pin` (the lock of `ctx`) held: unpins if the
+/// registration still holds pages.
 ///
 /// Revocable pages are unpinned from the module's workqueue: the core may
 /// call us holding a lock its invalidation path takes (MOFED 5.1 to 5.4-2),
 /// while the driver's unpin waits for a free callback that waits for that
 /// lock (bug 2696789).
-fn end_of_use(ctx: ArcBorrow<'_, Context>, event: Event) {
-    let mut pin = ctx.lock();
+fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, event: Event) {
     let Ok(Action::Teardown) = pin.owner().apply(event) else {
         return;
     };

@@ -9,8 +9,10 @@
 stress_t0=$(date +%s)
 
 # The configurations: core generation - client layout (STRESS_CONFIGS in
-# /tests/env picks some: tests/stress/long.sh boots once per configuration).
+# /tests/env picks some, separated by spaces or commas: tests/stress/long.sh
+# boots once per configuration, make check's debug suite picks four).
 : "${STRESS_CONFIGS:=modern-persistent modern-revocable modern-fallback mid-persistent mid-revocable legacy-persistent legacy-revocable}"
+STRESS_CONFIGS=$(echo "$STRESS_CONFIGS" | tr , ' ')
 
 # stress_config CFG: sets cfg_mode, cfg_gpu (GPU simulator parameters),
 # cfg_params (nvidia_peermem's) and cfg_inval (the percentage of MRs that
