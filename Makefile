@@ -2,7 +2,7 @@
 #
 # Entry points (README.md):
 #   make            provision what is missing, build nvidia_peermem.ko for Debian's 7.3 kernel
-#   make check      host tests, then guest tests in QEMU; ends with "N passed, N failed"
+#   make check      host, guest (QEMU), packaging and debug-kernel suites; ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1, rustfmt --check, shellcheck
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
