@@ -18,10 +18,12 @@
 //!
 //! `dma_map_pages` is the exception: it reads the page table the driver
 //! frees when the callback returns. So a callback that finds a map in flight
-//! waits for it (`map_done`) before returning. It waits for nothing else:
-//! `dma_map_pages` does not wait for free callbacks, whereas `put_pages` and
-//! `dma_unmap_pages` do. MOFED's own core (5.5+) relies on the same, since
-//! its invalidation waits on `mapping_lock`, held across `dma_map`.
+//! waits for it (`map_done`) before returning, and for nothing else (never
+//! for `put_pages` or `dma_unmap_pages`, which wait for callbacks). This
+//! assumes `dma_map_pages` does not wait for a running callback; MOFED's own
+//! core (5.5+) assumes the same, as its invalidation waits on `mapping_lock`,
+//! held across `dma_map`. Under such cores the wait never blocks: the
+//! forwarded invalidation already waited for the map.
 
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};
