@@ -230,9 +230,9 @@ pub(crate) enum Invalidation {
     },
 }
 
-/// Whether the running RDMA core has the peer-memory API (MLNX_OFED and
-/// DOCA-OFED do, the kernel's own RDMA stack does not).
-/// `ENOPKG` ("Package not installed") when it has not.
+/// Checks that the running RDMA core has the peer-memory API (MLNX_OFED and
+/// DOCA-OFED do, the kernel's own RDMA stack does not): `ENOPKG` ("Package
+/// not installed") when it has not.
 pub(crate) fn check_api() -> Result {
     // SAFETY: reads two weak symbol addresses.
     if unsafe { abi::nvpm_peer_api_present() } {
