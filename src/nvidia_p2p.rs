@@ -22,8 +22,7 @@
 //! for `put_pages` or `dma_unmap_pages`, which wait for callbacks). This
 //! assumes `dma_map_pages` does not wait for a running callback; MOFED's own
 //! core (5.5+) assumes the same, as its invalidation waits on `mapping_lock`,
-//! held across `dma_map`. Under such cores the wait never blocks: the
-//! forwarded invalidation already waited for the map.
+//! held across `dma_map`.
 
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};

@@ -121,12 +121,15 @@ pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
             return Err(Refusal::Revoked)
         }
 
-        // Only a registration the core still uses is worth invalidating; once
-        // the core started deregistering (Unmapped) its context may be reused.
-        (P::Bound | P::Mapping | P::Mapped, E::CallbackBegin) => {
-            (P::Revoking, A::ForwardInvalidation)
+        // Only a mapped registration is worth invalidating. Before (Bound,
+        // Mapping) the revocation fails the core's dma_map, so the core learns
+        // it from that and unwinds, forgetting the context before release: a
+        // forward would reach it late. Once the core started deregistering
+        // (Unmapped) its context may be reused.
+        (P::Mapped, E::CallbackBegin) => (P::Revoking, A::ForwardInvalidation),
+        (P::Pinned | P::Bound | P::Mapping | P::Unmapped, E::CallbackBegin) => {
+            (P::Revoking, A::TakeCallbackReference)
         }
-        (P::Pinned | P::Unmapped, E::CallbackBegin) => (P::Revoking, A::TakeCallbackReference),
         (P::TearingDown { revoked: false }, E::CallbackBegin) => {
             (P::TearingDown { revoked: true }, A::None)
         }
@@ -214,9 +217,10 @@ mod tests {
     }
 
     #[test]
-    fn invalidation_between_get_pages_and_dma_map_is_forwarded() {
+    fn invalidation_between_get_pages_and_dma_map_fails_the_registration() {
         let (p, a) = step(Phase::Bound, Event::CallbackBegin).unwrap();
-        assert_eq!((p, a), (Phase::Revoking, Action::ForwardInvalidation));
+        assert_eq!((p, a), (Phase::Revoking, Action::TakeCallbackReference));
+        // Not dropped: the core's dma_map fails, and the core unwinds.
         assert_eq!(step(p, Event::MapBegin), Err(Refusal::Revoked));
         // The core unwinds: put_pages and release touch nothing.
         assert_eq!(
@@ -240,7 +244,8 @@ mod tests {
 
     #[test]
     fn callback_racing_dma_map_discards_the_mapping() {
-        let (p, _) = step(Phase::Mapping, Event::CallbackBegin).unwrap();
+        let (p, a) = step(Phase::Mapping, Event::CallbackBegin).unwrap();
+        assert_eq!(a, Action::TakeCallbackReference);
         assert_eq!(step(p, Event::MapEnd { ok: true }), Err(Refusal::Revoked));
     }
 
