@@ -48,7 +48,7 @@ if [ "$cmd" = run ]; then
 	exec scripts/in-chroot.sh env KREL="$KREL" KDIR="$KDIR_CHROOT" KMAKE_FLAGS="$KMAKE_FLAGS" \
 		VMLINUZ="${BZIMAGE#"$CHROOT"}" DEBIAN_MODULES="${MODULES#"$CHROOT"}" \
 		GUEST_OUT=build/guest-debug GUEST_TIMEOUT="${GUEST_TIMEOUT:-1800}" GUEST_KMEMLEAK=1 \
-		GUEST_APPEND="$BOOT_APPEND${GUEST_APPEND:+ $GUEST_APPEND}" GUEST_SCENARIOS="${GUEST_SCENARIOS:-}" "$@"
+		GUEST_APPEND="$BOOT_APPEND${GUEST_APPEND:+ $GUEST_APPEND}" "$@"
 fi
 
 [ "$(id -u)" = 0 ] || die "the debug kernel build needs root (chroot, mount)"

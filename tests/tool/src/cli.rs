@@ -150,7 +150,11 @@ pub fn core_reg(direct: bool, args: &[String]) -> Result<String, Usage> {
     } else {
         &["inval", "ro", "nonpci", "unchecked", "nocheck", "profile"]
     };
-    let options: &[&str] = if direct { &["count"] } else { &["count", "free-at"] };
+    let options: &[&str] = if direct {
+        &["count"]
+    } else {
+        &["count", "free-at"]
+    };
     let a = Args::split(args, flags, options)?;
     a.expect(2, 2, "VA SIZE [options]")?;
     let va = parse_u64(&a.positional[0])?;

@@ -360,16 +360,10 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     );
 
     let figures = format!(
-        "{} core, clients {}: {} threads, {} ops in {:.1} s ({:.0} ops/s), seed {}: \
+        "{}: {} threads, {} ops in {:.1} s ({:.0} ops/s), seed {}: \
          reg {} ok, {} failed ({}); dereg {}; alloc {}; free {}; \
          invalidations {} (forwarded {}, deferred unpins {})",
-        stack.mode,
-        stack
-            .clients
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join("+"),
+        stack.describe(),
         threads,
         all.ops,
         elapsed,

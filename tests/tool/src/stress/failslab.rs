@@ -371,9 +371,8 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "{} core, clients {}: {} allocation fault sites by step ({}), {} distinct allocation call sites [{}], outcomes: {}; {runs} runs",
-        stack.mode,
-        stack.clients.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join("+"),
+        "{}: {} allocation fault sites by step ({}), {} distinct allocation call sites [{}], outcomes: {}; {runs} runs",
+        stack.describe(),
         per_step.values().sum::<u64>(),
         tally(&per_step),
         sites.len(),

@@ -284,15 +284,9 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         }
     }
     let figures = format!(
-        "{} core, clients {}: {sites} fault sites ({}), registrations failed: {}; \
+        "{}: {sites} fault sites ({}), registrations failed: {}; \
          pins the driver kept after a failed put: {kept_pins} ({kept_rev} revocable, {kept_pers} persistent)",
-        stack.mode,
-        stack
-            .clients
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join("+"),
+        stack.describe(),
         tally(&per_func),
         tally(&reg_errnos),
     );

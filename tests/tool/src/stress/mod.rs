@@ -130,6 +130,12 @@ impl Stack {
         })
     }
 
+    /// "modern core, clients nv_mem+nv_mem_nc": the head of every figures line.
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = self.clients.iter().map(|c| c.name.as_str()).collect();
+        format!("{} core, clients {}", self.mode, names.join("+"))
+    }
+
     pub fn client(&self, name: &str) -> Option<&ClientInfo> {
         self.clients.iter().find(|c| c.name == name)
     }

@@ -746,16 +746,10 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     let secs = t0.elapsed().as_secs_f64();
     let reg_failed: u64 = r.fig.reg_failed.values().sum();
     Ok(format!(
-        "{} core, clients {}: seed {seed}: {ops} ops in {secs:.1} s ({:.0} ops/s): \
+        "{}: seed {seed}: {ops} ops in {secs:.1} s ({:.0} ops/s): \
          reg {} ok, {reg_failed} failed as predicted ({}); dereg {}; alloc {}; free {}; \
          invalidations {}; provider failures injected {}; {} checkpoints, {} SG lists checked\n",
-        r.stack.mode,
-        r.stack
-            .clients
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect::<Vec<_>>()
-            .join("+"),
+        r.stack.describe(),
         ops as f64 / secs,
         r.fig.reg_ok,
         tally(&r.fig.reg_failed),
