@@ -89,13 +89,31 @@ impl DmaDevice {
     }
 }
 
-/// A scatterlist of DMA addresses with no backing `struct page` (BAR memory).
+/// Scatterlist entries per chunk of a chained table: one 4 KiB kmalloc
+/// object, whose last slot links to the next chunk when there is one (the
+/// layout `sg_next` walks, as `sg_alloc_table` makes it).
+const SG_CHUNK: usize = 4096 / core::mem::size_of::<bindings::scatterlist>();
+
+/// `page_link` bits, from `include/linux/scatterlist.h`.
+const SG_CHAIN: c_ulong = 0x01;
+const SG_END: c_ulong = 0x02;
+
+/// A scatterlist of DMA addresses with no backing `struct page` (BAR memory),
+/// built in one pass and never zeroed first: each entry is written whole.
 ///
 /// # Invariants
 ///
-/// `raw` was filled by a successful `sg_alloc_table` and is freed only on drop.
+/// `raw.sgl` is the first entry of `first`; the table's `nents` entries are
+/// the data entries of `first` and then of `more`, in order, each chunk but
+/// the last ending in a chain link to the next one, the last entry marked
+/// `SG_END`. The chunks' buffers never move (never pushed beyond capacity).
 pub(crate) struct SgTable {
     raw: bindings::sg_table,
+    /// The chunks: `raw.sgl`'s, then the ones chained after it.
+    _chunks: (
+        KVec<bindings::scatterlist>,
+        KVec<KVec<bindings::scatterlist>>,
+    ),
 }
 
 // SAFETY: the table is plain memory owned by this value.
@@ -103,76 +121,82 @@ unsafe impl Send for SgTable {}
 // SAFETY: no interior mutability through `&SgTable`.
 unsafe impl Sync for SgTable {}
 
+/// One data entry for `seg`: DMA address and length, no page.
+fn sg_entry(seg: Segment) -> bindings::scatterlist {
+    let mut sg: bindings::scatterlist = pin_init::zeroed();
+    sg.length = seg.len;
+    sg.dma_address = seg.addr;
+    sg.dma_length = seg.len;
+    sg
+}
+
 impl SgTable {
-    /// A table of `count` entries filled from `segments` (which must yield
-    /// exactly `count`; extra ones are ignored, missing ones are an error).
-    pub(crate) fn new(count: usize, segments: impl Iterator<Item = Segment>) -> Result<Self> {
+    /// A table of exactly `segments`, in one allocation.
+    pub(crate) fn exact(segments: &[Segment]) -> Result<Self> {
+        let mut first = KVec::with_capacity(segments.len(), GFP_KERNEL)?;
+        for seg in segments {
+            // Within the capacity reserved above.
+            first
+                .push_within_capacity(sg_entry(*seg))
+                .map_err(|_| EINVAL)?;
+        }
+        Self::finish(first, KVec::new(), segments.len())
+    }
+
+    /// A table of `segments` (at least one), in chained 4 KiB chunks
+    /// allocated as the entries come.
+    pub(crate) fn chained(mut segments: impl Iterator<Item = Segment>) -> Result<Self> {
+        let mut first = KVec::with_capacity(SG_CHUNK, GFP_KERNEL)?;
+        let mut more: KVec<KVec<bindings::scatterlist>> = KVec::new();
+        let mut count = 0usize;
+        // `try_for_each`: chained iterators run each part in its own loop.
+        segments.try_for_each(|seg| -> Result {
+            let chunk = more.last_mut().unwrap_or(&mut first);
+            if chunk.len() == SG_CHUNK - 1 {
+                let next = KVec::with_capacity(SG_CHUNK, GFP_KERNEL)?;
+                let mut link: bindings::scatterlist = pin_init::zeroed();
+                // CAST: a chain link holds the next chunk's address.
+                link.page_link = next.as_ptr() as c_ulong | SG_CHAIN;
+                chunk.push_within_capacity(link).map_err(|_| EINVAL)?;
+                more.push(next, GFP_KERNEL)?;
+            }
+            let chunk = more.last_mut().unwrap_or(&mut first);
+            chunk
+                .push_within_capacity(sg_entry(seg))
+                .map_err(|_| EINVAL)?;
+            count += 1;
+            Ok(())
+        })?;
+        Self::finish(first, more, count)
+    }
+
+    /// Marks the end and fills in the `sg_table` header.
+    fn finish(
+        mut first: KVec<bindings::scatterlist>,
+        mut more: KVec<KVec<bindings::scatterlist>>,
+        count: usize,
+    ) -> Result<Self> {
         let nents = u32::try_from(count)
             .ok()
-            .filter(|n| *n > 0 && *n <= i32::MAX as u32);
-        let nents = nents.ok_or(EINVAL)?;
-        // SAFETY: all-zero is a valid empty `sg_table`.
-        let mut raw: bindings::sg_table = unsafe { core::mem::zeroed() };
-        // SAFETY: `raw` is a valid empty table.
-        kernel::error::to_result(unsafe {
-            bindings::sg_alloc_table(&mut raw, nents, bindings::GFP_KERNEL)
-        })?;
-        // INVARIANT: allocated here; freed on every path by `Drop`.
-        let table = Self { raw };
-        let mut sg = table.raw.sgl;
-        let mut filled = 0;
-        for seg in segments.take(count) {
-            // SAFETY: `sg` walks the `nents` entries just allocated (at most
-            // `count` of them); the entries carry DMA addresses only, no page.
-            unsafe {
-                (*sg).dma_address = seg.addr;
-                (*sg).dma_length = seg.len;
-                (*sg).length = seg.len;
-                (*sg).offset = 0;
-                sg = next_entry(sg);
-            }
-            filled += 1;
-        }
-        if filled != count {
-            return Err(EINVAL);
-        }
-        Ok(table)
+            .filter(|n| *n > 0 && *n <= i32::MAX as u32)
+            .ok_or(EINVAL)?;
+        let last = more.last_mut().unwrap_or(&mut first).last_mut();
+        last.ok_or(EINVAL)?.page_link |= SG_END;
+        let sgl = first.as_mut_ptr();
+        // INVARIANT: `sgl` starts `first`; the chunks were linked as filled.
+        Ok(Self {
+            raw: bindings::sg_table {
+                sgl,
+                nents,
+                orig_nents: nents,
+            },
+            _chunks: (first, more),
+        })
     }
 
     /// The number of entries.
     pub(crate) fn len(&self) -> u32 {
         self.raw.nents
-    }
-}
-
-/// `sg_next()`, inline: the C one is `static inline`, and its Rust helper
-/// costs a call per entry. Flag bits from `include/linux/scatterlist.h`.
-///
-/// # Safety
-///
-/// `sg` is an entry of a table made by `sg_alloc_table`.
-unsafe fn next_entry(sg: *mut bindings::scatterlist) -> *mut bindings::scatterlist {
-    const SG_CHAIN: c_ulong = 0x01;
-    const SG_END: c_ulong = 0x02;
-    // SAFETY: `sg` is a valid entry; unless it is the last, the next slot in
-    // its chunk is a valid entry or a chain link to the next chunk.
-    unsafe {
-        if (*sg).page_link & SG_END != 0 {
-            return ptr::null_mut();
-        }
-        let next = sg.add(1);
-        if (*next).page_link & SG_CHAIN != 0 {
-            ((*next).page_link & !(SG_CHAIN | SG_END)) as *mut bindings::scatterlist
-        } else {
-            next
-        }
-    }
-}
-
-impl Drop for SgTable {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `sg_alloc_table` (type invariant), freed once.
-        unsafe { bindings::sg_free_table(&mut self.raw) };
     }
 }
 

@@ -174,7 +174,7 @@ struct gsim_pin {
 	void *data;
 	enum gsim_pin_state state;
 	struct task_struct *cb_task;	/* the task running the free callback */
-	struct nvidia_p2p_page *pages;
+	/* One object per page, from gsim_page_cache, as NVIDIA's nv-p2p.c does. */
 	struct nvidia_p2p_page **page_ptrs;
 };
 
@@ -373,6 +373,37 @@ static struct gsim_pin *gsim_lookup_settled(const struct nvidia_p2p_page_table *
 	return pin;
 }
 
+static struct kmem_cache *gsim_page_cache;
+
+static void gsim_free_pages(struct nvidia_p2p_page **pages, u32 n)
+{
+	u32 i;
+
+	if (!pages)
+		return;
+	for (i = 0; i < n && pages[i]; i++)
+		kmem_cache_free(gsim_page_cache, pages[i]);
+	kvfree(pages);
+}
+
+/* The page array and one zeroed object per page, as the real driver makes them. */
+static struct nvidia_p2p_page **gsim_alloc_pages(u32 n)
+{
+	struct nvidia_p2p_page **pages = kvcalloc(n, sizeof(*pages), GFP_KERNEL);
+	u32 i;
+
+	if (!pages)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		pages[i] = kmem_cache_zalloc(gsim_page_cache, GFP_KERNEL);
+		if (!pages[i]) {
+			gsim_free_pages(pages, i);
+			return NULL;
+		}
+	}
+	return pages;
+}
+
 /* Fills the client-visible table of a new pin, bad data included. */
 static void gsim_fill_table(struct gsim_pin *pin)
 {
@@ -381,11 +412,9 @@ static void gsim_fill_table(struct gsim_pin *pin)
 	u32 first = (pin->va - pin->buf->va) >> GSIM_PAGE_SHIFT;
 	int bad = READ_ONCE(bad_data);
 
-	for (i = 0; i < n; i++) {
-		pin->pages[i].physical_address =
+	for (i = 0; i < n; i++)
+		pin->page_ptrs[i]->physical_address =
 			gsim_frame_addr(pin->buf->frames[first + i]);
-		pin->page_ptrs[i] = &pin->pages[i];
-	}
 	if (READ_ONCE(page_table_version) == PT_ABI_1_2) {
 		pt->version = GSIM_PT_VERSION_1_2;
 		pt->flags = GSIM_V1_TRAILER;
@@ -424,11 +453,8 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	pin = kzalloc(sizeof(*pin), GFP_KERNEL);
 	if (!pin)
 		return -ENOMEM;
-	pin->pages = kvcalloc(n, sizeof(*pin->pages), GFP_KERNEL);
-	pin->page_ptrs = kvcalloc(n, sizeof(*pin->page_ptrs), GFP_KERNEL);
-	if (!pin->pages || !pin->page_ptrs) {
-		kvfree(pin->pages);
-		kvfree(pin->page_ptrs);
+	pin->page_ptrs = gsim_alloc_pages(n);
+	if (!pin->page_ptrs) {
 		kfree(pin);
 		return -ENOMEM;
 	}
@@ -474,9 +500,7 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 
 	list_for_each_entry_safe(m, tmp, &pin->mappings, node)
 		gsim_unmap(m);
-	kvfree(pin->pages);
-	kvfree(pin->page_ptrs);
-	pin->pages = NULL;
+	gsim_free_pages(pin->page_ptrs, pin->len >> GSIM_PAGE_SHIFT);
 	pin->page_ptrs = NULL;
 	/* As freed memory would look to a client that kept the pointer. */
 	memset(&pin->pt, POISON_FREE, sizeof(pin->pt));
@@ -756,7 +780,7 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 	m->dm.page_size_type = pt->page_size;
 	m->dm.entries = pt->entries;
 	for (i = 0; i < pt->entries; i++)
-		m->dm.dma_addresses[i] = pin->pages[i].physical_address +
+		m->dm.dma_addresses[i] = pin->page_ptrs[i]->physical_address +
 					 m->dev->dma_offset;
 	m->dm.private = m;
 	m->dm.pci_dev = peer;
@@ -1220,6 +1244,11 @@ static int __init gsim_init(void)
 	gsim.frame_map = bitmap_zalloc(gsim.nframes, GFP_KERNEL);
 	if (!gsim.frame_map)
 		return -ENOMEM;
+	gsim_page_cache = KMEM_CACHE(nvidia_p2p_page, 0);
+	if (!gsim_page_cache) {
+		bitmap_free(gsim.frame_map);
+		return -ENOMEM;
+	}
 	gsim_debugfs_init();
 	pr_info("simulated GPU ready: %u MiB, page table ABI %s, persistent API %s\n",
 		vram_mb, gsim_pt_abi_names[page_table_version],
@@ -1259,6 +1288,7 @@ static void __exit gsim_exit(void)
 	}
 	mutex_unlock(&gsim.lock);
 	bitmap_free(gsim.frame_map);
+	kmem_cache_destroy(gsim_page_cache);
 	pr_info("simulated GPU removed\n");
 }
 

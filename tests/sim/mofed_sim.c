@@ -174,6 +174,7 @@ struct msim_mr {
 	int nmap;
 	unsigned long page_size;
 	bool trimmed;
+	struct scatterlist *trimmed_last;	/* the last SGE, kept as MOFED does */
 	dma_addr_t orig_first_addr;	/* before trimming */
 	unsigned int orig_first_len, orig_last_len;
 	u64 sg_va;			/* GPU VA of the first byte of the SG list */
@@ -656,7 +657,7 @@ static void msim_untrim(struct msim_mr *mr)
 
 	if (!mr->trimmed)
 		return;
-	last = sg_last(first, mr->nmap);
+	last = mr->trimmed_last;
 	sg_dma_len(last) = mr->orig_last_len;
 	sg_dma_address(first) = mr->orig_first_addr;
 	sg_dma_len(first) = mr->orig_first_len;
@@ -808,6 +809,7 @@ static int msim_trim(struct msim_mr *mr, struct sim_reply *r)
 	mr->orig_first_addr = sg_dma_address(first);
 	mr->orig_first_len = sg_dma_len(first);
 	mr->orig_last_len = sg_dma_len(last);
+	mr->trimmed_last = last;
 	sg_dma_address(first) += head;
 	sg_dma_len(first) -= head;
 	sg_dma_len(last) -= tail;
