@@ -21,7 +21,7 @@ use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut, SgTable,
 };
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
-use crate::peermem_core::sgplan::{segment_limit, segments, Segment};
+use crate::peermem_core::sgplan::{segment_limit, segments};
 use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
 use crate::stats::{Counter, STATS};
 
@@ -216,9 +216,6 @@ fn get_pages(ctx: ArcBorrow<'_, Context>, core_context: u64) -> Result {
     Ok(())
 }
 
-/// Segments planned on the stack before `dma_map` sizes its table.
-const FEW_SEGMENTS: usize = 16;
-
 fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) -> Result {
     let Some(pci) = dev.pci() else {
         STATS.add(Counter::ErrorsDmaMap, 1);
@@ -244,20 +241,9 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
     }
     // Read the driver's addresses under the lock: a free callback waits for us.
     let limit = segment_limit(dev.max_segment_size());
-    let table = pin.dma_addresses().map(|pages| {
-        // One pass over the pages: a plan of a few entries (contiguous
-        // memory) is sized exactly, a longer one goes into chained chunks.
-        let mut few = [Segment { addr: 0, len: 0 }; FEW_SEGMENTS];
-        let mut rest = segments(pages, limit);
-        let count = rest.fill(&mut few);
-        match rest.next() {
-            None => SgTable::exact(&few[..count]),
-            Some(next) => {
-                let head = Iterator::chain(few.iter().copied(), core::iter::once(next));
-                SgTable::chained(Iterator::chain(head, rest))
-            }
-        }
-    });
+    let table = pin
+        .dma_addresses()
+        .map(|pages| SgTable::new(segments(pages, limit)));
     match table {
         Some(Ok(table)) => {
             pin.owner().apply(Event::MapEnd { ok: true })?;

@@ -59,9 +59,9 @@ impl SgOut<'_> {
     /// Hands `table`'s entries to the core. `table` must outlive the core's use,
     /// i.e. be kept until `release`.
     pub(crate) fn publish(&mut self, table: &SgTable) {
-        *self.sg_head = table.raw;
-        // CAST: `nents` came from a `u32` segment count checked against `c_int`.
-        *self.nmap = table.raw.nents as c_int;
+        *self.sg_head = table.header();
+        // CAST: `nents` was checked against `i32::MAX`.
+        *self.nmap = table.nents as c_int;
     }
 }
 
@@ -89,34 +89,37 @@ impl DmaDevice {
     }
 }
 
-/// Scatterlist entries per chunk of a chained table: one 4 KiB kmalloc
-/// object, whose last slot links to the next chunk when there is one (the
-/// layout `sg_next` walks, as `sg_alloc_table` makes it).
+/// Tables of at most this many entries are one exact-size allocation; the
+/// plan is first collected on the stack to find out.
+const SG_EXACT_MAX: usize = 16;
+/// Entries per chunk of a longer table: one 4 KiB kmalloc object whose last
+/// slot links to the next chunk when there is one (the layout `sg_next`
+/// walks, as `sg_alloc_table` makes it).
 const SG_CHUNK: usize = 4096 / core::mem::size_of::<bindings::scatterlist>();
 
 /// `page_link` bits, from `include/linux/scatterlist.h`.
 const SG_CHAIN: c_ulong = 0x01;
 const SG_END: c_ulong = 0x02;
 
+type SgChunk = KVec<bindings::scatterlist>;
+
 /// A scatterlist of DMA addresses with no backing `struct page` (BAR memory),
-/// built in one pass and never zeroed first: each entry is written whole.
+/// built in one pass over the plan and never zeroed first: each entry is
+/// written whole.
 ///
 /// # Invariants
 ///
-/// `raw.sgl` is the first entry of `first`; the table's `nents` entries are
-/// the data entries of `first` and then of `more`, in order, each chunk but
-/// the last ending in a chain link to the next one, the last entry marked
-/// `SG_END`. The chunks' buffers never move (never pushed beyond capacity).
+/// `sgl` heads `nents` (> 0) entries, the last marked `SG_END`, owned by this
+/// value as `KVec` allocations: with at most [`SG_EXACT_MAX`] entries, one of
+/// capacity `nents`; otherwise chunks of capacity [`SG_CHUNK`], each holding
+/// `SG_CHUNK - 1` entries and a chain link to the next, except the last,
+/// which holds the rest.
 pub(crate) struct SgTable {
-    raw: bindings::sg_table,
-    /// The chunks: `raw.sgl`'s, then the ones chained after it.
-    _chunks: (
-        KVec<bindings::scatterlist>,
-        KVec<KVec<bindings::scatterlist>>,
-    ),
+    sgl: NonNull<bindings::scatterlist>,
+    nents: u32,
 }
 
-// SAFETY: the table is plain memory owned by this value.
+// SAFETY: the entries are plain memory owned by this value.
 unsafe impl Send for SgTable {}
 // SAFETY: no interior mutability through `&SgTable`.
 unsafe impl Sync for SgTable {}
@@ -131,29 +134,44 @@ fn sg_entry(seg: Segment) -> bindings::scatterlist {
 }
 
 impl SgTable {
-    /// A table of exactly `segments`, in one allocation.
-    pub(crate) fn exact(segments: &[Segment]) -> Result<Self> {
-        let mut first = KVec::with_capacity(segments.len(), GFP_KERNEL)?;
+    /// A table of `segments` (at least one, at most `i32::MAX`).
+    pub(crate) fn new(mut segments: impl Iterator<Item = Segment>) -> Result<Self> {
+        let mut few = [Segment { addr: 0, len: 0 }; SG_EXACT_MAX];
+        let mut count = 0;
+        for (slot, seg) in few.iter_mut().zip(&mut segments) {
+            *slot = seg;
+            count += 1;
+        }
+        match segments.next() {
+            None => Self::exact(&few[..count]),
+            Some(next) => {
+                let head = Iterator::chain(few.iter().copied(), core::iter::once(next));
+                Self::chained(Iterator::chain(head, segments))
+            }
+        }
+    }
+
+    fn exact(segments: &[Segment]) -> Result<Self> {
+        let nents = Self::checked_len(segments.len())?;
+        let mut entries = SgChunk::with_capacity(segments.len(), GFP_KERNEL)?;
         for seg in segments {
             // Within the capacity reserved above.
-            first
+            entries
                 .push_within_capacity(sg_entry(*seg))
                 .map_err(|_| EINVAL)?;
         }
-        Self::finish(first, KVec::new(), segments.len())
+        Ok(Self::finish(entries, KVec::new(), nents))
     }
 
-    /// A table of `segments` (at least one), in chained 4 KiB chunks
-    /// allocated as the entries come.
-    pub(crate) fn chained(mut segments: impl Iterator<Item = Segment>) -> Result<Self> {
-        let mut first = KVec::with_capacity(SG_CHUNK, GFP_KERNEL)?;
-        let mut more: KVec<KVec<bindings::scatterlist>> = KVec::new();
+    fn chained(segments: impl Iterator<Item = Segment>) -> Result<Self> {
+        let mut first = SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?;
+        let mut more: KVec<SgChunk> = KVec::new();
         let mut count = 0usize;
-        // `try_for_each`: chained iterators run each part in its own loop.
-        segments.try_for_each(|seg| -> Result {
+        // `for_each`-style: a chained iterator then runs each part in its own loop.
+        segments.into_iter().try_for_each(|seg| -> Result {
             let chunk = more.last_mut().unwrap_or(&mut first);
             if chunk.len() == SG_CHUNK - 1 {
-                let next = KVec::with_capacity(SG_CHUNK, GFP_KERNEL)?;
+                let next = SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?;
                 let mut link: bindings::scatterlist = pin_init::zeroed();
                 // CAST: a chain link holds the next chunk's address.
                 link.page_link = next.as_ptr() as c_ulong | SG_CHAIN;
@@ -167,36 +185,70 @@ impl SgTable {
             count += 1;
             Ok(())
         })?;
-        Self::finish(first, more, count)
+        let nents = Self::checked_len(count)?;
+        Ok(Self::finish(first, more, nents))
     }
 
-    /// Marks the end and fills in the `sg_table` header.
-    fn finish(
-        mut first: KVec<bindings::scatterlist>,
-        mut more: KVec<KVec<bindings::scatterlist>>,
-        count: usize,
-    ) -> Result<Self> {
-        let nents = u32::try_from(count)
+    fn checked_len(count: usize) -> Result<u32> {
+        u32::try_from(count)
             .ok()
             .filter(|n| *n > 0 && *n <= i32::MAX as u32)
-            .ok_or(EINVAL)?;
-        let last = more.last_mut().unwrap_or(&mut first).last_mut();
-        last.ok_or(EINVAL)?.page_link |= SG_END;
-        let sgl = first.as_mut_ptr();
-        // INVARIANT: `sgl` starts `first`; the chunks were linked as filled.
-        Ok(Self {
-            raw: bindings::sg_table {
-                sgl,
-                nents,
-                orig_nents: nents,
-            },
-            _chunks: (first, more),
-        })
+            .ok_or(EINVAL)
+    }
+
+    /// Marks the end and hands the chunks' ownership to the table.
+    fn finish(mut first: SgChunk, mut more: KVec<SgChunk>, nents: u32) -> Self {
+        if let Some(last) = more.last_mut().unwrap_or(&mut first).last_mut() {
+            last.page_link |= SG_END;
+        }
+        for chunk in more.drain_all() {
+            // Owned through the chain from here on (see `Drop`).
+            let _ = chunk.into_raw_parts();
+        }
+        let (sgl, _, _) = first.into_raw_parts();
+        // INVARIANT: the chunks were filled and linked as documented; `nents > 0`.
+        Self {
+            sgl: NonNull::new(sgl).unwrap_or(NonNull::dangling()),
+            nents,
+        }
     }
 
     /// The number of entries.
     pub(crate) fn len(&self) -> u32 {
-        self.raw.nents
+        self.nents
+    }
+
+    /// The `sg_table` header the core reads.
+    fn header(&self) -> bindings::sg_table {
+        bindings::sg_table {
+            sgl: self.sgl.as_ptr(),
+            nents: self.nents,
+            orig_nents: self.nents,
+        }
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        let mut chunk = self.sgl.as_ptr();
+        // CAST: u32 fits usize.
+        let mut left = self.nents as usize;
+        if left <= SG_EXACT_MAX {
+            // SAFETY: one allocation of capacity `nents`, all initialized (invariant).
+            drop(unsafe { SgChunk::from_raw_parts(chunk, left, left) });
+            return;
+        }
+        while left > SG_CHUNK - 1 {
+            // SAFETY: a full chunk whose last slot links to the next (invariant).
+            let next = unsafe { (*chunk.add(SG_CHUNK - 1)).page_link } & !(SG_CHAIN | SG_END);
+            // SAFETY: a chunk of capacity `SG_CHUNK`, all slots initialized.
+            drop(unsafe { SgChunk::from_raw_parts(chunk, SG_CHUNK, SG_CHUNK) });
+            // CAST: the link holds the next chunk's address.
+            chunk = next as *mut bindings::scatterlist;
+            left -= SG_CHUNK - 1;
+        }
+        // SAFETY: the last chunk: capacity `SG_CHUNK`, `left` entries initialized.
+        drop(unsafe { SgChunk::from_raw_parts(chunk, left, SG_CHUNK) });
     }
 }
 

@@ -14,9 +14,9 @@ the bare provider loop of the same API and repetition (adjacent in time).
 
 Client memory is derived, not measured (the module has no counter for it):
 per registration one kmalloc of the context (ArcInner<GpuPin<RegState>>,
-its size read from the module's DWARF) and the scatterlist that
-sg_alloc_table allocates for the SGE count, both rounded as the kernel's
-allocators round them.
+its size read from the module's DWARF) and the scatterlist the module
+allocates for the SGE count (one exact kmalloc up to 16 entries, chained
+4 KiB chunks beyond), both rounded as the kernel's allocators round them.
 """
 
 import argparse
@@ -40,8 +40,8 @@ CLIENTS = {
 }
 ORDER = ["bare_p", "nv_mem_nc", "bare_r", "nv_mem"]
 CONTEXT_TYPE = "ArcInner<nvidia_peermem::nvidia_p2p::GpuPin<nvidia_peermem::client::RegState>>"
-# What llvm-dwarfdump read from the 1.0.0 module, if it cannot be read now.
-CONTEXT_FALLBACK = 216
+# What llvm-dwarfdump read from the module, if it cannot be read now.
+CONTEXT_FALLBACK = 240
 SCATTERLIST_FALLBACK = 32
 
 
@@ -53,17 +53,17 @@ def kmalloc_size(n):
     return PAGE_SIZE << (pages - 1).bit_length()
 
 
+SG_EXACT_MAX = 16  # peer_mem.rs: tables up to this size are one exact allocation
+
+
 def sg_table_bytes(nents, sg_size):
-    """What sg_alloc_table(nents) allocates: chunks of up to PAGE_SIZE / sg_size
-    entries, each full chunk one page (its last entry chains to the next)."""
-    max_ents = PAGE_SIZE // sg_size
-    left, total = nents, 0
-    while left > 0:
-        alloc = min(left, max_ents)
-        used = max_ents - 1 if left > max_ents else alloc
-        left -= used
-        total += PAGE_SIZE if alloc == max_ents else kmalloc_size(alloc * sg_size)
-    return total
+    """What the module's SgTable allocates for nents entries: up to
+    SG_EXACT_MAX one kmalloc of exactly nents entries; beyond, chained 4 KiB
+    chunks of PAGE_SIZE / sg_size slots, one of which links to the next."""
+    if nents <= SG_EXACT_MAX:
+        return kmalloc_size(nents * sg_size)
+    per_chunk = PAGE_SIZE // sg_size - 1
+    return -(-nents // per_chunk) * PAGE_SIZE
 
 
 def dwarf_size(ko, name):
@@ -221,7 +221,7 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
     print("time/reg = (loop + drain of deferred unpins) / N, median over repetitions; "
           "spread = min..max; ratio = median of paired ratios to bare of the same API (min..max)")
     print(f"client memory derived: context {ctx_bytes} B ({ctx_src}) -> kmalloc "
-          f"{kmalloc_size(ctx_bytes)} B, + sg_alloc_table of SGEs x {sg_size} B, per registration\n")
+          f"{kmalloc_size(ctx_bytes)} B, + scatterlist of SGEs x {sg_size} B, per registration\n")
     for cost in sorted({r["cost_us"] for r in rows}):
         print(f"== cost_us={cost}: " + ("no artificial cost (simulator work only)" if cost == 0 else
               f"every nvidia_p2p_* call sleeps {cost} us (fsleep) before its work"))

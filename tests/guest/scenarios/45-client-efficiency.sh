@@ -107,6 +107,17 @@ for seg in 1048576:1024 0:16384; do
 	one "$t/1G" "$va" 1G get_pages_persistent put_pages_persistent
 	expect_eq "$t/sges" "${seg#*:}" "$nmap"
 	nvpm-tool gpu free "$va" >/dev/null
+	if [ "${seg%%:*}" = 0 ]; then
+		# One SGE per page: exact counts around where the module's table
+		# changes shape (16 entries in one exact allocation, then chained
+		# 4 KiB chunks of 127 entries and a link).
+		for npages in 1 16 17 126 127 128 129 253 254 255 256 381; do
+			va=$(nvpm-tool gpu alloc $((npages * 65536)))
+			one "$t/$npages-pages" "$va" $((npages * 65536)) get_pages_persistent put_pages_persistent
+			expect_eq "$t/$npages-pages-sges" "$npages" "$nmap"
+			nvpm-tool gpu free "$va" >/dev/null
+		done
+	fi
 	unload_stack "$t"
 done
 expect_dmesg max-seg-restored "dma_device 0000:00:00.0, max_seg_size 65536"
