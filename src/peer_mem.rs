@@ -133,6 +133,70 @@ fn sg_entry(seg: Segment) -> bindings::scatterlist {
     sg
 }
 
+/// Chunks being filled: the full ones, linked, and the one being filled.
+struct ChunkChain {
+    full: KVec<SgChunk>,
+    tail: SgChunk,
+}
+
+impl ChunkChain {
+    fn new() -> Result<Self> {
+        Ok(Self::exact(SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?))
+    }
+
+    /// A "chain" of one filled chunk, not to be pushed to.
+    fn exact(entries: SgChunk) -> Self {
+        Self {
+            full: KVec::new(),
+            tail: entries,
+        }
+    }
+
+    /// Appends `sg`, linking a new chunk first when the tail has one slot left.
+    #[inline(always)]
+    fn push(&mut self, sg: bindings::scatterlist) -> Result {
+        if self.tail.len() == SG_CHUNK - 1 {
+            self.link_new_chunk()?;
+        }
+        // A tail always has a free slot after the check above.
+        self.tail.push_within_capacity(sg).map_err(|_| EINVAL)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn link_new_chunk(&mut self) -> Result {
+        let next = SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?;
+        self.full.reserve(1, GFP_KERNEL)?;
+        let mut link: bindings::scatterlist = pin_init::zeroed();
+        // CAST: a chain link holds the next chunk's address.
+        link.page_link = next.as_ptr() as c_ulong | SG_CHAIN;
+        self.tail.push_within_capacity(link).map_err(|_| EINVAL)?;
+        let full = core::mem::replace(&mut self.tail, next);
+        self.full.push_within_capacity(full).map_err(|_| EINVAL)
+    }
+
+    /// Marks the end; the table owns the chunks from here on.
+    fn into_table(mut self, count: usize) -> Result<SgTable> {
+        let nents = u32::try_from(count)
+            .ok()
+            .filter(|n| *n > 0 && *n <= i32::MAX as u32)
+            .ok_or(EINVAL)?;
+        self.tail.last_mut().ok_or(EINVAL)?.page_link |= SG_END;
+        let (mut sgl, _, _) = self.tail.into_raw_parts();
+        for (i, chunk) in self.full.drain_all().enumerate() {
+            let (chunk, _, _) = chunk.into_raw_parts();
+            if i == 0 {
+                sgl = chunk;
+            }
+        }
+        // INVARIANT: filled and linked as documented on `SgTable`; `nents > 0`.
+        Ok(SgTable {
+            sgl: NonNull::new(sgl).ok_or(EINVAL)?,
+            nents,
+        })
+    }
+}
+
 impl SgTable {
     /// A table of `segments` (at least one, at most `i32::MAX`).
     pub(crate) fn new(mut segments: impl Iterator<Item = Segment>) -> Result<Self> {
@@ -142,75 +206,28 @@ impl SgTable {
             *slot = seg;
             count += 1;
         }
-        match segments.next() {
-            None => Self::exact(&few[..count]),
-            Some(next) => {
-                let head = Iterator::chain(few.iter().copied(), core::iter::once(next));
-                Self::chained(Iterator::chain(head, segments))
+        let Some(next) = segments.next() else {
+            // The whole plan is on the stack: one exact allocation.
+            let mut entries = SgChunk::with_capacity(count, GFP_KERNEL)?;
+            for seg in &few[..count] {
+                // Within the capacity reserved above.
+                entries
+                    .push_within_capacity(sg_entry(*seg))
+                    .map_err(|_| EINVAL)?;
             }
+            return ChunkChain::exact(entries).into_table(count);
+        };
+        let mut chunks = ChunkChain::new()?;
+        for seg in &few {
+            chunks.push(sg_entry(*seg))?;
         }
-    }
-
-    fn exact(segments: &[Segment]) -> Result<Self> {
-        let nents = Self::checked_len(segments.len())?;
-        let mut entries = SgChunk::with_capacity(segments.len(), GFP_KERNEL)?;
+        chunks.push(sg_entry(next))?;
+        count += 1;
         for seg in segments {
-            // Within the capacity reserved above.
-            entries
-                .push_within_capacity(sg_entry(*seg))
-                .map_err(|_| EINVAL)?;
-        }
-        Ok(Self::finish(entries, KVec::new(), nents))
-    }
-
-    fn chained(segments: impl Iterator<Item = Segment>) -> Result<Self> {
-        let mut first = SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?;
-        let mut more: KVec<SgChunk> = KVec::new();
-        let mut count = 0usize;
-        // `for_each`-style: a chained iterator then runs each part in its own loop.
-        segments.into_iter().try_for_each(|seg| -> Result {
-            let chunk = more.last_mut().unwrap_or(&mut first);
-            if chunk.len() == SG_CHUNK - 1 {
-                let next = SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?;
-                let mut link: bindings::scatterlist = pin_init::zeroed();
-                // CAST: a chain link holds the next chunk's address.
-                link.page_link = next.as_ptr() as c_ulong | SG_CHAIN;
-                chunk.push_within_capacity(link).map_err(|_| EINVAL)?;
-                more.push(next, GFP_KERNEL)?;
-            }
-            let chunk = more.last_mut().unwrap_or(&mut first);
-            chunk
-                .push_within_capacity(sg_entry(seg))
-                .map_err(|_| EINVAL)?;
+            chunks.push(sg_entry(seg))?;
             count += 1;
-            Ok(())
-        })?;
-        let nents = Self::checked_len(count)?;
-        Ok(Self::finish(first, more, nents))
-    }
-
-    fn checked_len(count: usize) -> Result<u32> {
-        u32::try_from(count)
-            .ok()
-            .filter(|n| *n > 0 && *n <= i32::MAX as u32)
-            .ok_or(EINVAL)
-    }
-
-    /// Marks the end and hands the chunks' ownership to the table.
-    fn finish(mut first: SgChunk, mut more: KVec<SgChunk>, nents: u32) -> Self {
-        if let Some(last) = more.last_mut().unwrap_or(&mut first).last_mut() {
-            last.page_link |= SG_END;
         }
-        for chunk in more.drain_all() {
-            // Owned through the chain from here on (see `Drop`).
-            let _ = chunk.into_raw_parts();
-        }
-        let (sgl, _, _) = first.into_raw_parts();
-        // INVARIANT: the chunks were filled and linked as documented; `nents > 0`.
-        Self {
-            sgl: NonNull::new(sgl).unwrap_or(NonNull::dangling()),
-            nents,
-        }
+        chunks.into_table(count)
     }
 
     /// The number of entries.
