@@ -25,6 +25,30 @@ apt_uri() { # $1 = last path component to match: "debian" or "debian-security"
 	return 1
 }
 
+# Bootstraps a minimal Debian trixie into $1 from the machine's archive, with
+# apt sources for main, updates, security (if the machine has one) and
+# backports; $2 = debootstrap's log, $3 = the progress line to show.
+debootstrap_trixie() { # $1 = dir, $2 = log file, $3 = message
+	local mirror security
+	mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
+	security=$(apt_uri debian-security) || security=""
+	if ! command -v debootstrap >/dev/null; then
+		log "installing debootstrap on the host"
+		apt-get -o DPkg::Lock::Timeout=900 update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq debootstrap >/dev/null
+	fi
+	log "$3"
+	debootstrap --variant=minbase --include=ca-certificates trixie "$1" "$mirror" >"$2" 2>&1 ||
+		die "debootstrap failed, see $2"
+	{
+		echo "deb $mirror trixie main"
+		echo "deb $mirror trixie-updates main"
+		[ -n "$security" ] && echo "deb $security trixie-security main"
+		echo "deb $mirror trixie-backports main"
+	} >"$1/etc/apt/sources.list"
+	cp /etc/resolv.conf "$1/etc/resolv.conf"
+}
+
 # Re-executes the calling script in a private mount namespace, so that the
 # chroot's mounts vanish with it: nothing to clean up, no shared state
 # between concurrent runs, and deleting the cache can never reach a mount.

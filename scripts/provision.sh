@@ -18,25 +18,9 @@ flock 9
 
 ensure_chroot() {
 	[ -e "$CHROOT/.complete" ] && return 0
-	local mirror security t0=$SECONDS
-	mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
-	security=$(apt_uri debian-security) || security=""
-	if ! command -v debootstrap >/dev/null; then
-		log "installing debootstrap on the host"
-		apt-get -o DPkg::Lock::Timeout=900 update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq debootstrap >/dev/null
-	fi
+	local t0=$SECONDS
 	rm -rf "$CHROOT"
-	log "debootstrap trixie into $CHROOT (about 1 minute)"
-	debootstrap --variant=minbase --include=ca-certificates trixie "$CHROOT" "$mirror" >"$NVPM_CACHE/debootstrap.log" 2>&1 ||
-		die "debootstrap failed, see $NVPM_CACHE/debootstrap.log"
-	{
-		echo "deb $mirror trixie main"
-		echo "deb $mirror trixie-updates main"
-		[ -n "$security" ] && echo "deb $security trixie-security main"
-		echo "deb $mirror trixie-backports main"
-	} >"$CHROOT/etc/apt/sources.list"
-	cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+	debootstrap_trixie "$CHROOT" "$NVPM_CACHE/debootstrap.log" "debootstrap trixie into $CHROOT (about 1 minute)"
 	touch "$CHROOT/.complete"
 	log "chroot bootstrapped in $((SECONDS - t0)) s"
 }

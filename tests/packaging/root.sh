@@ -35,25 +35,9 @@ exec 9>"$NVPM_CACHE/.pkgroot.lock"
 flock 9
 if [ -e "$CHROOT/.complete" ]; then echo "$CHROOT"; exit 0; fi
 t0=$SECONDS
-mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
-security=$(apt_uri debian-security) || security=""
-command -v debootstrap >/dev/null || {
-	log "installing debootstrap on the host"
-	apt-get -o DPkg::Lock::Timeout=900 update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq debootstrap >/dev/null
-}
 rm -rf "$CHROOT" "$NVPM_CACHE"/pkgroot-*.tmp
 tmp=$CHROOT.tmp
-log "packaging root: debootstrap trixie (about 1 minute)"
-debootstrap --variant=minbase --include=ca-certificates trixie "$tmp" "$mirror" >"$NVPM_CACHE/pkgroot-debootstrap.log" 2>&1 ||
-	die "debootstrap failed, see $NVPM_CACHE/pkgroot-debootstrap.log"
-{
-	echo "deb $mirror trixie main"
-	echo "deb $mirror trixie-updates main"
-	[ -n "$security" ] && echo "deb $security trixie-security main"
-	echo "deb $mirror trixie-backports main"
-} >"$tmp/etc/apt/sources.list"
-cp /etc/resolv.conf "$tmp/etc/resolv.conf"
+debootstrap_trixie "$tmp" "$NVPM_CACHE/pkgroot-debootstrap.log" "packaging root: debootstrap trixie (about 1 minute)"
 CHROOT=$tmp
 mount -t proc proc "$CHROOT/proc"
 export TMPDIR=$CHROOT/tmp
