@@ -3,7 +3,7 @@
 # Entry points (README.md):
 #   make            provision what is missing, build nvidia_peermem.ko for Debian's 7.3 kernel
 #   make check      host, guest (QEMU), packaging and debug-kernel suites; ends with "N passed, N failed"
-#   make lint       the build with CLIPPY=1, rustfmt --check, shellcheck
+#   make lint       the build with CLIPPY=1 (warnings fail), rustfmt --check
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
@@ -15,7 +15,8 @@ KMAKE_FLAGS ?=
 # Vendor ABI headers, used when present; otherwise src/ffi/ has the project's own.
 OFA_ARCH := $(shell uname -m)
 KREL ?= $(if $(KDIR),$(shell $(MAKE) -s -C $(KDIR) $(KMAKE_FLAGS) kernelrelease 2>/dev/null))
-NV_P2P_H ?= $(firstword $(wildcard /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h))
+# The newest NVIDIA driver source's nv-p2p.h.
+NV_P2P_H ?= $(shell ls -d /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h 2>/dev/null | sort -V | tail -n 1)
 PEER_MEM_H ?= $(firstword $(wildcard \
 	/usr/src/ofa_kernel/$(OFA_ARCH)/$(KREL)/include/rdma/peer_mem.h \
 	/usr/src/ofa_kernel/$(KREL)/include/rdma/peer_mem.h \
@@ -27,11 +28,11 @@ NVPM_EXTRA_SYMBOLS ?= $(CURDIR)/build/abi.symvers
 RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src/*.rs))
 
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
-	NV_P2P_INC=$(if $(NV_P2P_H),$(dir $(NV_P2P_H))) \
-	PEER_MEM_INC=$(if $(PEER_MEM_H),$(dir $(PEER_MEM_H))) \
+	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
+	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module sims tool provision check check-host check-guest bench lint fmt clean \
+.PHONY: all module vendor-headers sims tool provision check check-host check-guest bench lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -47,11 +48,20 @@ ifeq ($(KDIR),)
 provision:
 	@scripts/provision.sh
 
-module: provision
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" module'
+# Vendor headers found on this host (or named) are not visible in the root:
+# they cross as copies under build/vendor/.
+VENDOR_ARGS = $(if $(NV_P2P_H),NV_P2P_H=/src/build/vendor/nv-p2p.h) \
+	$(if $(PEER_MEM_H),PEER_MEM_H=/src/build/vendor/peer_mem.h)
+vendor-headers:
+	@rm -rf build/vendor && mkdir -p build/vendor
+	$(if $(NV_P2P_H),@echo "nvidia_peermem: vendor nv-p2p.h $(NV_P2P_H)" && cp "$(NV_P2P_H)" build/vendor/nv-p2p.h)
+	$(if $(PEER_MEM_H),@echo "nvidia_peermem: vendor peer_mem.h $(PEER_MEM_H)" && cp "$(PEER_MEM_H)" build/vendor/peer_mem.h)
 
-lint: provision
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" lint'
+module: provision vendor-headers
+	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) module'
+
+lint: provision vendor-headers
+	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) lint'
 
 # The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
 # host: static, no dependencies; tests/guest/run.sh puts both in the initramfs.
@@ -60,10 +70,10 @@ tool:
 		--target x86_64-unknown-linux-gnu
 
 check-guest: module tool
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
+	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) check-guest'
 
 bench: module tool
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(BENCH_ENV) bench'
+	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) $(BENCH_ENV) bench'
 	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
 	@echo "bench: JSON in $(BENCH_JSON)"
 

@@ -16,7 +16,7 @@
 #include <linux/seq_file.h>
 #include <linux/workqueue.h>
 
-#include "peer_mem.h"
+#include NVPM_PEER_MEM_HEADER
 #include "shim.h"
 
 MODULE_VERSION(NVPM_VERSION);

@@ -381,13 +381,18 @@ makelog() { # NAME: copy DKMS's make.log to the logs, print its path
 	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$KREL/x86_64/log/make.log" >"$LOGS/dkms-make-$1.log" 2>&1
 	echo "$LOGS/dkms-make-$1.log"
 }
-fakepkg fake-nvidia-kernel-source 580.1 /usr/src/nvidia-580.1/nvidia/nv-p2p.h /build/src/src/ffi/nv-p2p.h
+# 575: page table ABI 1.2 (no flags word). It builds only if bindgen, the C
+# shim and Kbuild's ABI check all read the vendor header, not src/ffi/'s 2.0.
+inr sh -c "sed -e '/NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE/d' -e '/uint32_t flags;/d' \
+	-e 's/^#define NVIDIA_P2P_PAGE_TABLE_VERSION .*/#define NVIDIA_P2P_PAGE_TABLE_VERSION 0x00010002/' \
+	/build/src/src/ffi/nv-p2p.h >/tmp/nv-p2p-575.h && ! grep -q 'uint32_t flags;' /tmp/nv-p2p-575.h"
+fakepkg fake-nvidia-kernel-source 575.1 /usr/src/nvidia-575.1/nvidia/nv-p2p.h /tmp/nv-p2p-575.h
 fakepkg fake-nvidia-kernel-source 580.2 /usr/src/nvidia-580.2/nvidia/nv-p2p.h /build/src/src/ffi/nv-p2p.h
 fakepkg fake-mlnx-ofed-kernel 24.10 /usr/src/ofa_kernel/default/include/rdma/peer_mem.h /build/src/src/ffi/peer_mem.h
 sum0=$(kosum)
-inlog_progress driver-install "dpkg -i fake-nvidia-kernel-source_580.1_all.deb" || bad driver-install "see $LOGS/driver-install.log"
+inlog_progress driver-install "dpkg -i fake-nvidia-kernel-source_575.1_all.deb" || bad driver-install "see $LOGS/driver-install.log"
 sum1=$(kosum)
-check driver-install-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.1/nvidia/nv-p2p.h' '$(makelog driver-install)' && test '$sum0' != '$sum1'"
+check driver-install-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-575.1/nvidia/nv-p2p.h' '$(makelog driver-install)' && test '$sum0' != '$sum1'"
 inlog_progress driver-upgrade "dpkg -i fake-nvidia-kernel-source_580.2_all.deb" || bad driver-upgrade "see $LOGS/driver-upgrade.log"
 sum2=$(kosum)
 check driver-upgrade-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.2/nvidia/nv-p2p.h' '$(makelog driver-upgrade)' && test '$sum1' != '$sum2'"
