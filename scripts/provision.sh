@@ -81,9 +81,16 @@ check_toolchain() { # $1 = .config
 	[ "$want" = "$have" ] || die "CC mismatch: kernel built with '$want', chroot has '$have'"
 }
 
+# The tree is keyed by what produced it: the kernel packages, the three
+# tools (a changed tool makes a new tree, which check_toolchain then vets),
+# and this recipe (the two functions' text).
 ensure_kdir() {
 	local key dir
-	key=$(printf '%s %s' "$KPKGVER" "$(in_chroot rustc --version) $(in_chroot bindgen --version)" | sha256sum | cut -c1-10)
+	key=$({
+		printf '%s\n' "$KPKGVER"
+		in_chroot sh -c 'rustc --version; bindgen --version; x86_64-linux-gnu-gcc-14 --version | head -n1'
+		declare -f ensure_kdir check_toolchain
+	} | sha256sum | cut -c1-10)
 	KROOT=/kernels/$KREL-$key
 	dir=$CHROOT$KROOT
 	if [ -e "$dir/.complete" ]; then return 0; fi
