@@ -183,6 +183,7 @@ struct msim_mr {
 	atomic_t events;		/* invalidations received */
 	int free_at;			/* enum msim_free_at: a cudaFree to inject */
 	int again;			/* enum msim_again: repeated calls on dereg */
+	bool again_counted;		/* ... counted as the core's own calls */
 	int again_ret;			/* what the repeated dma_unmap returned */
 	unsigned int unmap_calls, put_calls;
 	/* direct mode */
@@ -550,6 +551,8 @@ static void msim_free_hook(struct msim_mr *mr, int stage)
  * and/or put_pages a second time (before release), as a buggy core would. The
  * repeated calls are not counted in unmap_calls/put_calls and their return
  * value is not a violation: the test checks what the client did with them.
+ * With "counted" they are counted, so that release's self-check (call_count)
+ * sees them: the test of that check.
  */
 enum msim_again { AGAIN_NONE, AGAIN_UNMAP, AGAIN_PUT, AGAIN_BOTH };
 static const char *const msim_again_names[] = { "none", "dma_unmap", "put_pages", "both" };
@@ -562,10 +565,16 @@ static void msim_again_hook(struct msim_mr *mr)
 	if (!again)
 		return;
 	mr->again = AGAIN_NONE;
-	if (again == AGAIN_UNMAP || again == AGAIN_BOTH)
+	if (again == AGAIN_UNMAP || again == AGAIN_BOTH) {
 		mr->again_ret = ops->dma_unmap(&mr->sgt, mr->client_ctx, mr->dma_device);
-	if (again == AGAIN_PUT || again == AGAIN_BOTH)
+		if (mr->again_counted)
+			mr->unmap_calls++;
+	}
+	if (again == AGAIN_PUT || again == AGAIN_BOTH) {
 		ops->put_pages(&mr->sgt, mr->client_ctx);
+		if (mr->again_counted)
+			mr->put_calls++;
+	}
 	pr_info("MR %u: %s called a second time (bad-input test), dma_unmap returned %d\n",
 		mr->id, msim_again_names[again], mr->again_ret);
 }
@@ -1457,17 +1466,20 @@ static void msim_dereg_erased(struct msim_mr *mr)
 	kref_put(&mr->ref, msim_mr_free);
 }
 
-/* dereg ID again=dma_unmap|put_pages|both (see msim_again_hook) */
-static int msim_dereg_again(const char *ids, const char *opt, struct sim_reply *r)
+/* dereg ID again=dma_unmap|put_pages|both [counted] (see msim_again_hook) */
+static int msim_dereg_again(int argc, char **argv, struct sim_reply *r)
 {
+	const char *opt = argv[2];
+	bool counted = argc == 4 && !strcmp(argv[3], "counted");
 	struct msim_mr *mr;
 	int again = -EINVAL;
 	u64 v;
 
 	if (!strncmp(opt, "again=", 6))
 		again = match_string(msim_again_names, ARRAY_SIZE(msim_again_names), opt + 6);
-	if (again <= 0 || sim_parse_u64(ids, &v) || v > U32_MAX) {
-		sim_reply(r, "error: usage: dereg ID again=dma_unmap|put_pages|both\n");
+	if (again <= 0 || (argc > 3 && !counted) || sim_parse_u64(argv[1], &v) ||
+	    v > U32_MAX) {
+		sim_reply(r, "error: usage: dereg ID again=dma_unmap|put_pages|both [counted]\n");
 		return -EINVAL;
 	}
 	mr = xa_erase(&msim_mrs, v);
@@ -1481,6 +1493,7 @@ static int msim_dereg_again(const char *ids, const char *opt, struct sim_reply *
 		return -EINVAL;
 	}
 	mr->again = again;
+	mr->again_counted = counted;
 	msim_deregister(mr);
 	if (mr->again)
 		sim_reply(r, "again not called (the MR was not mapped)\n");
@@ -1499,7 +1512,7 @@ static int msim_cmd_dereg(int argc, char **argv, struct sim_reply *r)
 	u64 v;
 
 	if (argc > 2)
-		return msim_dereg_again(argv[1], argv[2], r);
+		return msim_dereg_again(argc, argv, r);
 
 	if (!strcmp(argv[1], "all")) {
 		xa_for_each(&msim_mrs, id, mr) {

@@ -40,14 +40,14 @@
 
 static char *name = "test_client";
 module_param(name, charp, 0444);
-MODULE_PARM_DESC(name, "Client name (the persistent companion adds _nc)");
+MODULE_PARM_DESC(name, "Client name (the persistent companion adds _nc); 64 characters or more fill the name unterminated");
 
-enum tc_abi { ABI_EX, ABI_PLAIN, ABI_LEGACY, ABI_LEGACY_CTX };
-static const char *const tc_abi_names[] = { "ex", "plain", "legacy", "legacy_ctx" };
+enum tc_abi { ABI_EX, ABI_PLAIN, ABI_LEGACY, ABI_LEGACY_CTX, ABI_EX_SHORT };
+static const char *const tc_abi_names[] = { "ex", "plain", "legacy", "legacy_ctx", "ex_short" };
 static int abi = ABI_EX;
 static struct sim_enum_param abi_param = { tc_abi_names, ARRAY_SIZE(tc_abi_names), &abi };
 module_param_cb(abi, &sim_enum_param_ops, &abi_param, 0444);
-MODULE_PARM_DESC(abi, "Struct registered: ex (_ex + INVALIDATE_UNMAPS), plain (136 bytes), legacy (152 bytes), legacy_ctx (152, get_context_private_data set)");
+MODULE_PARM_DESC(abi, "Struct registered: ex (_ex + INVALIDATE_UNMAPS), plain (136 bytes), legacy (152 bytes), legacy_ctx (152, get_context_private_data set), ex_short (_ex whose ex_size ends before flags)");
 
 static bool persistent;
 module_param(persistent, bool, 0444);
@@ -89,14 +89,22 @@ enum tc_bug {
 	TC_BUG_NONE, TC_BUG_PUT_IN_CALLBACK, TC_BUG_UNMAP_IN_CALLBACK, TC_BUG_DOUBLE_PUT,
 	TC_BUG_UNMAP_UNKNOWN, TC_BUG_MAP_AFTER_REVOKE, TC_BUG_LEAK_PINS, TC_BUG_SG_MISALIGNED,
 	TC_BUG_SG_SHORT, TC_BUG_SG_FIRST_OFFSET, TC_BUG_NMAP, TC_BUG_MAP_FAIL_DIRTY,
-	TC_BUG_INVAL_AFTER_RELEASE, TC_BUG_UNMAP_ERROR,
+	TC_BUG_INVAL_AFTER_RELEASE, TC_BUG_UNMAP_ERROR, TC_BUG_PUT_UNKNOWN_TABLE,
+	TC_BUG_MAP_UNKNOWN_TABLE, TC_BUG_UNMAP_UNKNOWN_TABLE, TC_BUG_WRONG_PUT,
+	TC_BUG_PUT_WRONG_VA, TC_BUG_MAP_UNCHECKED, TC_BUG_UNMAP_WRONG_PEER,
+	TC_BUG_UNMAP_AFTER_PUT, TC_BUG_SG_FIRST_SHORT, TC_BUG_INVAL_BAD_HANDLE,
+	TC_BUG_INVAL_NC, TC_BUG_UNREGISTER_TWICE,
 };
 
 static const char *const tc_bug_names[] = {
 	"none", "put_in_callback", "unmap_in_callback", "double_put",
 	"unmap_unknown", "map_after_revoke", "leak_pins", "sg_misaligned",
 	"sg_short", "sg_first_offset", "nmap", "map_fail_dirty",
-	"inval_after_release", "unmap_error",
+	"inval_after_release", "unmap_error", "put_unknown_table",
+	"map_unknown_table", "unmap_unknown_table", "wrong_put",
+	"put_wrong_va", "map_unchecked", "unmap_wrong_peer",
+	"unmap_after_put", "sg_first_short", "inval_bad_handle",
+	"inval_nc", "unregister_twice",
 };
 
 static int bug = TC_BUG_NONE;
@@ -145,6 +153,9 @@ static struct {
 } tc_stale;
 
 static DEFINE_SPINLOCK(tc_stale_lock);
+
+/* A page table the GPU never handed out (the *_unknown_table bugs). */
+static struct nvidia_p2p_page_table tc_unknown_pt;
 
 static void tc_ctx_free(struct kref *ref)
 {
@@ -256,6 +267,17 @@ static void tc_free_callback(void *data)
 	module_put(THIS_MODULE);
 }
 
+/* inval_bad_handle, inval_nc: invalidations the core must refuse. */
+static void tc_bad_invalidation(struct tc_client *client, u64 core_context)
+{
+	/* Our own struct instead of the handle the core returned. */
+	if (tc_has_bug(TC_BUG_INVAL_BAD_HANDLE) && client->invalidate)
+		client->invalidate(client, core_context);
+	/* A umem without invalidation, through the main client's function. */
+	if (tc_has_bug(TC_BUG_INVAL_NC) && !client->invalidate && tc_main.invalidate)
+		tc_main.invalidate(client->handle, core_context);
+}
+
 static int tc_get_pages(unsigned long addr, size_t size, int write, int force,
 			struct sg_table *sg_head, void *client_context, u64 core_context)
 {
@@ -270,6 +292,8 @@ static int tc_get_pages(unsigned long addr, size_t size, int write, int force,
 		ret = nvidia_p2p_get_pages(0, 0, ctx->va, ctx->len, &ctx->pt,
 					   tc_free_callback, ctx);
 	mutex_unlock(&ctx->lock);
+	if (!ret)
+		tc_bad_invalidation(ctx->client, core_context);
 	return ret;
 }
 
@@ -336,6 +360,10 @@ static void tc_break_sges(struct sg_table *sgt, int *nmap)
 		sg_dma_len(last) += PAGE_SIZE;
 	} else if (tc_has_bug(TC_BUG_NMAP)) {
 		*nmap = sgt->nents + 1;
+	} else if (tc_has_bug(TC_BUG_SG_FIRST_SHORT) && sgt->nents > 1) {
+		/* Same total, but the first SGE is one OS page: too short to trim. */
+		sg_dma_len(last) += sg_dma_len(sgt->sgl) - PAGE_SIZE;
+		sg_dma_len(sgt->sgl) = PAGE_SIZE;
 	}
 }
 
@@ -343,6 +371,7 @@ static int tc_dma_map(struct sg_table *sg_head, void *client_context,
 		      struct device *dma_device, int dmasync, int *nmap)
 {
 	struct tc_ctx *ctx = client_context;
+	struct nvidia_p2p_dma_mapping *dm;
 	struct pci_dev *peer;
 	int ret;
 
@@ -353,10 +382,13 @@ static int tc_dma_map(struct sg_table *sg_head, void *client_context,
 	}
 	peer = to_pci_dev(dma_device);
 	mutex_lock(&ctx->lock);
-	if (ctx->revoked || !tc_table_ok(ctx)) {
+	/* map_unchecked trusts the table (bad_data=page_size: bad_page_size). */
+	if (ctx->revoked || (!tc_has_bug(TC_BUG_MAP_UNCHECKED) && !tc_table_ok(ctx))) {
 		ret = -EINVAL;
 		goto out;
 	}
+	if (tc_has_bug(TC_BUG_MAP_UNKNOWN_TABLE))
+		nvidia_p2p_dma_map_pages(peer, &tc_unknown_pt, &dm);
 	ret = nvidia_p2p_dma_map_pages(peer, ctx->pt, &ctx->dm);
 	if (ret)
 		goto out;
@@ -387,6 +419,33 @@ out:
 	return ret;
 }
 
+/* Unpins @pt with the client's API, or with the other one (wrong_put). */
+static void tc_put(struct tc_client *client, u64 va, struct nvidia_p2p_page_table *pt,
+		   bool other_api)
+{
+	if (client->persistent != other_api)
+		nvidia_p2p_put_pages_persistent(va, pt, 0);
+	else
+		nvidia_p2p_put_pages(0, 0, va, pt);
+}
+
+/* unmap_wrong_peer: unmaps with a PCI device other than the mapping's. */
+static void tc_unmap_wrong_peer(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
+				struct nvidia_p2p_dma_mapping *dm)
+{
+	struct pci_dev *other = NULL;
+
+	for_each_pci_dev(other)
+		if (other != peer)
+			break;		/* referenced */
+	if (!other) {
+		pr_err("unmap_wrong_peer: no second PCI device\n");
+		return;
+	}
+	nvidia_p2p_dma_unmap_pages(other, pt, dm);
+	pci_dev_put(other);
+}
+
 static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 			struct device *dma_device)
 {
@@ -394,6 +453,7 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	struct tc_ctx *ctx = client_context;
 	struct nvidia_p2p_dma_mapping *dm;
 	struct nvidia_p2p_page_table *pt;
+	bool put_first = tc_has_bug(TC_BUG_UNMAP_AFTER_PUT);
 
 	/* Called from our own free callback: the GPU unmaps after it returns. */
 	if (ctx->cb_task == current)
@@ -403,9 +463,18 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	dm = ctx->dm;
 	pt = ctx->pt;
 	ctx->dm = NULL;
+	if (put_first && dm)
+		ctx->pt = NULL;		/* put below, not in put_pages */
 	mutex_unlock(&ctx->lock);
 	if (tc_has_bug(TC_BUG_UNMAP_UNKNOWN) && pt)
 		nvidia_p2p_dma_unmap_pages(ctx->peer, pt, &bogus);
+	if (tc_has_bug(TC_BUG_UNMAP_UNKNOWN_TABLE) && dm)
+		nvidia_p2p_dma_unmap_pages(ctx->peer, &tc_unknown_pt, dm);
+	if (tc_has_bug(TC_BUG_UNMAP_WRONG_PEER) && dm)
+		tc_unmap_wrong_peer(ctx->peer, pt, dm);
+	/* The put frees the table and its mappings: the unmap then is late. */
+	if (put_first && dm)
+		tc_put(ctx->client, ctx->va, pt, false);
 	if (dm)
 		nvidia_p2p_dma_unmap_pages(ctx->peer, pt, dm);
 	return tc_has_bug(TC_BUG_UNMAP_ERROR) ? -EIO : 0;
@@ -425,12 +494,15 @@ static void tc_put_pages(struct sg_table *sg_head, void *client_context)
 	mutex_unlock(&ctx->lock);
 	if (!pt || tc_has_bug(TC_BUG_LEAK_PINS))
 		return;
-	for (i = 0; i < puts; i++) {
-		if (ctx->client->persistent)
-			nvidia_p2p_put_pages_persistent(ctx->va, pt, 0);
-		else
-			nvidia_p2p_put_pages(0, 0, ctx->va, pt);
-	}
+	/* These puts fail and do nothing; the right one follows. */
+	if (tc_has_bug(TC_BUG_PUT_UNKNOWN_TABLE))
+		tc_put(ctx->client, ctx->va, &tc_unknown_pt, false);
+	if (tc_has_bug(TC_BUG_WRONG_PUT))
+		tc_put(ctx->client, ctx->va, pt, true);
+	if (tc_has_bug(TC_BUG_PUT_WRONG_VA))
+		tc_put(ctx->client, ctx->va + TC_GPU_PAGE_SIZE, pt, false);
+	for (i = 0; i < puts; i++)
+		tc_put(ctx->client, ctx->va, pt, false);
 }
 
 static unsigned long tc_get_page_size(void *client_context)
@@ -489,8 +561,11 @@ static int tc_register(struct tc_client *client, const char *suffix, bool persis
 		       int (*acquire)(unsigned long, size_t, void *, char *, void **))
 {
 	struct peer_memory_client *ops = &client->ops.ex.client;
+	char full[2 * IB_PEER_MEMORY_NAME_MAX];
 
-	snprintf(ops->name, sizeof(ops->name), "%s%s", name, suffix);
+	/* 64 characters or more fill the array without a NUL (bad input). */
+	snprintf(full, sizeof(full), "%s%s", name, suffix);
+	memcpy(ops->name, full, min(strlen(full) + 1, sizeof(ops->name)));
 	strscpy(ops->version, "1.0", IB_PEER_MEMORY_VER_MAX - 1);
 	ops->acquire = acquire;
 	ops->get_pages = tc_get_pages;
@@ -507,6 +582,12 @@ static int tc_register(struct tc_client *client, const char *suffix, bool persis
 		client->ops.ex.ex_size = sizeof(client->ops.ex);
 		client->ops.ex.flags = PEER_MEM_INVALIDATE_UNMAPS;
 		break;
+	case ABI_EX_SHORT:
+		/* Byte 15 set, but ex_size ends before flags: the core ignores them. */
+		ops->version[IB_PEER_MEMORY_VER_MAX - 1] = 1;
+		client->ops.ex.ex_size = offsetof(struct peer_memory_client_ex, flags);
+		client->ops.ex.flags = PEER_MEM_INVALIDATE_UNMAPS;
+		break;
 	case ABI_LEGACY_CTX:
 		client->ops.legacy.get_context_private_data = tc_get_context_private_data;
 		client->ops.legacy.put_context_private_data = tc_put_context_private_data;
@@ -517,7 +598,7 @@ static int tc_register(struct tc_client *client, const char *suffix, bool persis
 	client->handle = ib_register_peer_memory_client(ops, persistent_pins ?
 							NULL : &client->invalidate);
 	if (!client->handle) {
-		pr_err("registration of %s refused\n", ops->name);
+		pr_err("registration of %.*s refused\n", (int)sizeof(ops->name), ops->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -551,6 +632,9 @@ static void __exit tc_exit(void)
 	if (nc)
 		ib_unregister_peer_memory_client(tc_nc.handle);
 	ib_unregister_peer_memory_client(tc_main.handle);
+	/* unregister_twice: a stale handle, which the core must refuse. */
+	if (tc_has_bug(TC_BUG_UNREGISTER_TWICE))
+		ib_unregister_peer_memory_client(tc_main.handle);
 	pr_info("unloaded\n");
 }
 

@@ -1,6 +1,14 @@
-# Every contract violation the simulators detect, provoked on purpose through
-# peer_test_client's "bug" knob: each is counted under its own name and logged
-# as "contract violation" (never as a WARNING), and the counters reset to 0.
+# Every contract violation the simulators detect, at every place that
+# detects one, provoked on purpose: each is counted under its own name and by
+# no other counter of either simulator, logged once more as "contract
+# violation" (never as a WARNING), and the counters reset to 0. Provoked
+# through peer_test_client's "bug" knob, except: the core's call_count is a
+# self-check of the core itself, provoked by its "dereg ... counted" hook;
+# held_at_unload by unloading the GPU simulator under a leaked pin; and the
+# GPU's bad_peer for a dma_map_pages with a non-PCI device is provoked in
+# 21-sim-direct (this client refuses a non-PCI device before calling the GPU).
+# Also the registration checks that refuse or downgrade a client without
+# counting anything: the client's name, an _ex struct too short for its flags.
 . /tests/lib.sh
 sim_unload
 BUG=/sys/module/peer_test_client/parameters/bug
@@ -8,18 +16,37 @@ BUG=/sys/module/peer_test_client/parameters/bug
 expect_ok load modprobe peer_test_client
 va=$(nvpm-tool gpu alloc 1M --layout fragmented)
 
-# provoke BUG SIM COUNTER LOG-REGEX ACTIONS...: runs ACTIONS with the bug set,
-# expects SIM's COUNTER (and the total) at 1 and a log line, then resets.
-provoke() {
-	bug=$1 sim=$2 counter=$3 log=$4
+# violation NAME SIM COUNTER LOG-REGEX ACTIONS...: runs ACTIONS, then expects
+# SIM's COUNTER and its total at 1, the other simulator's total at 0 and one
+# more kernel log line "contract violation: LOG-REGEX"; then resets both.
+violation() {
+	name=$1 sim=$2 counter=$3 log="contract violation: $4"
 	shift 4
-	echo "$bug" >$BUG
+	other=gpu
+	[ "$sim" = core ] || other=core
+	logged=$(dmesg | grep -cE "$log")
+	"$@"
+	expect_counter "$name" "$sim" "violation.$counter" 1
+	expect_counter "$name-total" "$sim" violations 1
+	expect_counter "$name-$other-total" "$other" violations 0
+	expect_eq "$name-logged" $((logged + 1)) "$(dmesg | grep -cE "$log")"
+	nvpm-tool gpu reset
+	nvpm-tool core reset
+}
+
+# with_bug BUG ACTIONS...: runs ACTIONS with the client's bug set.
+with_bug() {
+	echo "$1" >$BUG
+	shift
 	"$@"
 	echo none >$BUG
-	expect_counter "$bug" "$sim" "violation.$counter" 1
-	expect_counter "$bug-total" "$sim" violations 1
-	expect_dmesg "$bug-logged" "contract violation: $log"
-	nvpm-tool "$sim" reset
+}
+
+# provoke BUG SIM COUNTER LOG-REGEX ACTIONS...: a violation named after BUG.
+provoke() {
+	b=$1 s=$2 c=$3 l=$4
+	shift 4
+	violation "$b" "$s" "$c" "$l" with_bug "$b" "$@"
 }
 
 # A registration deregistered at once, one cudaFree'd first, one that fails.
@@ -30,14 +57,16 @@ reg_free_dereg() {
 	nvpm-tool gpu free "$fva" >/dev/null
 	nvpm-tool core dereg "$id"
 }
+# reg_fails [VA SIZE]: the whole buffer by default.
 reg_fails() {
-	if nvpm-tool core reg "$va" 1M --inval >/dev/null 2>&1; then
-		fail "$bug-refused" "registered anyway"
+	if nvpm-tool core reg "${1:-$va}" "${2:-1M}" --inval >/dev/null 2>&1; then
+		fail "$name-refused" "registered anyway"
 		nvpm-tool core dereg all
 	else
-		pass "$bug-refused"
+		pass "$name-refused"
 	fi
 }
+hex() { printf '0x%x' "$1"; }
 
 # GPU side: the nvidia_p2p_* contract.
 provoke put_in_callback gpu in_callback \
@@ -45,14 +74,39 @@ provoke put_in_callback gpu in_callback \
 provoke unmap_in_callback gpu in_callback \
 	"nvidia_p2p_dma_unmap_pages called from inside a free callback" reg_free_dereg
 provoke double_put gpu double_put "nvidia_p2p_put_pages of page table #[0-9]+, already put" reg_dereg
+# A table the GPU never handed out, in each call that takes one.
+provoke put_unknown_table gpu unknown_table "nvidia_p2p_put_pages of an unknown page table" reg_dereg
+provoke map_unknown_table gpu unknown_table "nvidia_p2p_dma_map_pages of an unknown page table" reg_dereg
+provoke unmap_unknown_table gpu unknown_table \
+	"nvidia_p2p_dma_unmap_pages of an unknown page table" reg_dereg
 provoke unmap_unknown gpu unknown_mapping "nvidia_p2p_dma_unmap_pages of a mapping unknown" reg_dereg
 provoke map_after_revoke gpu use_after_free \
 	"nvidia_p2p_dma_map_pages of page table #[0-9]+ after its free callback" reg_free_dereg
+provoke unmap_after_put gpu use_after_free \
+	"nvidia_p2p_dma_unmap_pages of page table #[0-9]+ after its put" reg_dereg
+# The persistent put of a revocable table (the reverse is below), another VA.
+provoke wrong_put gpu wrong_put \
+	"nvidia_p2p_put_pages_persistent of non-persistent page table #[0-9]+ \(va $va\) with va $va" reg_dereg
+provoke put_wrong_va gpu wrong_put \
+	"nvidia_p2p_put_pages of non-persistent page table #[0-9]+ \(va $va\) with va $(hex $((va + 0x10000)))" reg_dereg
+provoke unmap_wrong_peer gpu bad_peer \
+	"nvidia_p2p_dma_unmap_pages with another peer than the mapping's" reg_dereg
+# A client that maps a 4 KiB table without checking it (the driver BUG()s).
+reg_fails_4k() {
+	nvpm-tool gpu set bad_data page_size
+	reg_fails
+	nvpm-tool gpu set bad_data none
+}
+provoke map_unchecked gpu bad_page_size \
+	"nvidia_p2p_dma_map_pages of a table with page size type 0 " reg_fails_4k
 
 # Core side: what a client hands back to MOFED.
 provoke sg_misaligned core sg_align "test_client: SGE 0 .* is not PAGE_SIZE aligned" reg_fails
 provoke sg_short core sg_coverage "test_client: the SG list covers 983040 bytes" reg_fails
 provoke sg_first_offset core sg_coverage "test_client: the first SGE .* does not start" reg_fails
+# The start 3 OS pages into a 64 KiB page: the first SGE (one OS page) cannot be trimmed.
+provoke sg_first_short core sg_coverage "test_client: SGEs too short to trim to PAGE_SIZE" \
+	reg_fails "$(hex $((va + 0x3000)))" $((0x100000 - 0x3000))
 provoke nmap core nmap "test_client: dma_map returned nmap 17 for a table of 16/16" reg_fails
 provoke map_fail_dirty core map_failure "test_client: dma_map failed \(-12\) and left an invalid" reg_fails
 provoke unmap_error core unmap_return "test_client: dma_unmap returned -5" reg_dereg
@@ -60,18 +114,92 @@ provoke unmap_error core unmap_return "test_client: dma_unmap returned -5" reg_d
 reg_dereg_twice() { reg_dereg && echo none >$BUG && reg_dereg; }
 provoke inval_after_release core after_release \
 	"test_client: invalidation of core_context [0-9]+ after its release" reg_dereg_twice
-echo 0 >/sys/module/peer_test_client/parameters/page_size
-reg_fails
-echo 65536 >/sys/module/peer_test_client/parameters/page_size
-expect_counter page-size core violation.page_size 1
-expect_dmesg page-size-logged "contract violation: test_client: get_page_size returned 0"
-nvpm-tool core reset
+# An invalidation with the client's own struct as the handle.
+provoke inval_bad_handle core bad_handle "invalidate with an unknown handle " reg_dereg
+reg_fails_page_size_0() {
+	echo 0 >/sys/module/peer_test_client/parameters/page_size
+	reg_fails
+	echo 65536 >/sys/module/peer_test_client/parameters/page_size
+}
+violation page_size core page_size "test_client: get_page_size returned 0" reg_fails_page_size_0
 expect_counter failed-regs-unwound gpu pins.live 0
+
+# The core's self-check: dma_unmap or put_pages twice for one umem. Only a
+# buggy core does that; "dereg ... again=F counted" plays one. Uncounted, the
+# same calls (a bad-input test of the client) are no violation.
+dereg_again() {
+	id=$(nvpm-tool core reg "$va" 1M --inval) &&
+		reply=$(nvpm-tool core dereg "$id" --again "$@" 2>&1)
+}
+dereg_again both
+expect_eq again-uncounted-called "again dma_unmap 0" "$reply"
+expect_counter again-uncounted core violations 0
+violation call_count/dma_unmap core call_count \
+	"MR [0-9]+: dma_unmap called 2 times, put_pages 1 times" dereg_again dma_unmap --counted
+expect_eq call_count/dma_unmap/called "again dma_unmap 0" "$reply"
+violation call_count/put_pages core call_count \
+	"MR [0-9]+: dma_unmap called 1 times, put_pages 2 times" dereg_again put_pages --counted
+expect_eq call_count/put_pages/called "again put_pages" "$reply"
+
+# The persistent companion (core_context "no invalidation") invalidates its
+# umem through the main client's invalidate function.
+expect_ok unload rmmod peer_test_client
+expect_ok load-nc modprobe peer_test_client nc=1
+reg_nc_dereg() { id=$(nvpm-tool core reg "$va" 1M) && nvpm-tool core dereg "$id"; }
+provoke inval_nc core no_invalidation \
+	"test_client_nc: invalidation of a umem registered without invalidation" reg_nc_dereg
+# Unregistering twice: the second time with a handle no longer registered.
+unload_twice() { echo unregister_twice >$BUG && rmmod peer_test_client; }
+violation unregister_twice core bad_handle "unregister with an unregistered handle " unload_twice
+if loaded peer_test_client; then fail unloaded-twice "still loaded"; else pass unloaded-twice; fi
+
+# Registration: the name must be non-empty and NUL-terminated within
+# IB_PEER_MEMORY_NAME_MAX (64) bytes; a longer client name fills all 64.
+# (When init fails with EINVAL, kmod's modprobe makes a second attempt: the
+# refusal is logged once per attempt, so the check is that it was logged.)
+refused() { dmesg | grep -c "mofed_peer_sim: peer memory client without a valid name refused"; }
+# expect_refused NAME MODPROBE-ARGS...: the load fails, with a refusal logged.
+expect_refused() {
+	names=$(refused)
+	expect_fail "$@"
+	if [ "$(refused)" -gt "$names" ]; then pass "$1-logged"; else fail "$1-logged" "no refusal logged"; fi
+}
+name64=peer-memory-client-name-of-sixty-four-characters-for-the-check-x
+expect_refused name-empty modprobe peer_test_client name=
+expect_refused name-64 modprobe peer_test_client name=$name64
+expect_counter name-refused-no-client core clients.live 0
+expect_ok name-63 modprobe peer_test_client name=${name64%x}
+expect_match name-63-registered "^${name64%x} " "$(nvpm-tool core clients)"
+expect_ok unload-name-63 rmmod peer_test_client
+
+# An _ex struct (version byte 15 set) whose ex_size ends before flags: the
+# core must not read flags, so INVALIDATE_UNMAPS does not count and the core
+# unmaps inside the invalidation, as for a plain client.
+core_unmaps() { dmesg | grep -c "registered peer memory client test_client (version 1.0, invalidation, core unmaps)"; }
+plain=$(core_unmaps)
+expect_ok load-ex-short modprobe peer_test_client abi=ex_short
+expect_match ex-short-flags-ignored "^test_client users=0 invalidation=1 unmaps_on_invalidate=0 " \
+	"$(nvpm-tool core clients)"
+expect_eq ex-short-logged $((plain + 1)) "$(core_unmaps)"
+fva=$(nvpm-tool gpu alloc 1M)
+id=$(nvpm-tool core reg "$fva" 1M --inval)
+nvpm-tool gpu free "$fva" >/dev/null
+expect_eq ex-short-core-unmapped unmapped "$(nvpm-tool core state "$id" 2>&1)"
+expect_eq ex-short-unmap-once 1 "$(nvpm-tool core show "$id" unmap_calls 2>&1)"
+nvpm-tool core dereg "$id"
+expect_counter ex-short-unpinned gpu pins.live 0
+expect_counter ex-short-gpu-clean gpu violations 0
+expect_counter ex-short-core-clean core violations 0
+expect_ok unload-ex-short rmmod peer_test_client
+
+# A persistent client: the revocable put of a persistent table.
+expect_ok load-persistent modprobe peer_test_client persistent=1
+violation wrong_put/persistent gpu wrong_put \
+	"nvidia_p2p_put_pages of persistent page table #[0-9]+ \(va $va\) with va $va" \
+	with_bug wrong_put reg_dereg
 
 # Pins leaked by a client are reported when the GPU driver unloads. (The
 # persistent API: a leaked revocable pin would call back a freed context.)
-rmmod peer_test_client
-expect_ok load-persistent modprobe peer_test_client persistent=1
 echo leak_pins >$BUG
 id=$(nvpm-tool core reg "$va" 1M)
 nvpm-tool core dereg "$id"

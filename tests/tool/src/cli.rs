@@ -33,6 +33,7 @@ MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
                                         --drain: then wait for deferred unpins, add drain_ns
   core dereg ID|all
   core dereg ID --again dma_unmap|put_pages|both   then call them a second time (bad core)
+           [--counted]                  ... counted as the core's own calls (its call_count check)
   core show ID [FIELD] | core sg ID | core state ID | core events ID
   core counters | core counter NAME | core reset | core clients | core mrs | core mode
 
@@ -41,17 +42,24 @@ Checks (exit status 1 and a message when they fail):
   expect-clean      no live buffers, pins, mappings or MRs, no violations
 ";
 
-/// `core dereg ID [--again WHAT]` as a ctl command.
+/// `core dereg ID [--again WHAT [--counted]]` as a ctl command.
 pub fn core_dereg(args: &[String]) -> Result<String, Usage> {
-    let a = Args::split(args, &[], &["again"])?;
-    a.expect(1, 1, "core dereg ID|all [--again dma_unmap|put_pages|both]")?;
+    let a = Args::split(args, &["counted"], &["again"])?;
+    a.expect(
+        1,
+        1,
+        "core dereg ID|all [--again dma_unmap|put_pages|both [--counted]]",
+    )?;
     let id = &a.positional[0];
     if id != "all" {
         parse_u64(id)?;
     }
+    let counted = !a.flags.is_empty();
     Ok(match a.options.get("again") {
         Some(_) if id == "all" => return Err(Usage("--again needs an MR id".into())),
+        Some(what) if counted => format!("dereg {id} again={what} counted"),
         Some(what) => format!("dereg {id} again={what}"),
+        None if counted => return Err(Usage("--counted goes with --again".into())),
         None => format!("dereg {id}"),
     })
 }
@@ -236,6 +244,23 @@ mod tests {
     }
 
     #[test]
+    fn dereg() {
+        assert_eq!(core_dereg(&v("3")), Ok("dereg 3".into()));
+        assert_eq!(core_dereg(&v("all")), Ok("dereg all".into()));
+        assert_eq!(
+            core_dereg(&v("3 --again both")),
+            Ok("dereg 3 again=both".into())
+        );
+        assert_eq!(
+            core_dereg(&v("3 --counted --again=put_pages")),
+            Ok("dereg 3 again=put_pages counted".into())
+        );
+        assert!(core_dereg(&v("all --again both")).is_err());
+        assert!(core_dereg(&v("3 --counted")).is_err());
+        assert!(core_dereg(&v("x")).is_err());
+    }
+
+    #[test]
     fn reg() {
         assert_eq!(
             core_reg(false, &v("0x7f4000000000 1M --inval --ro")),
@@ -259,6 +284,16 @@ mod tests {
         );
         assert!(core_reg(false, &v("0x1000 64K --nocheck")).is_err());
         assert!(core_reg(true, &v("0x1000 64K --profile")).is_err());
+        assert_eq!(
+            core_reg(false, &v("0x1000 64K --inval --free-at dma_map")),
+            Ok("reg 0x1000 65536 inval free_at=dma_map".into())
+        );
+        assert_eq!(
+            core_reg(false, &v("0 0 --unchecked")),
+            Ok("reg 0x0 0 unchecked".into())
+        );
+        assert!(core_reg(true, &v("0x1000 64K --free-at get_pages")).is_err());
+        assert!(core_reg(true, &v("0x1000 64K --unchecked")).is_err());
         assert_eq!(
             core_reg(true, &v("0x1000 64K --count 2 --profile")),
             Ok("direct 0x1000 65536 profile count=2".into())
