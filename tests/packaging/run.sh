@@ -193,6 +193,13 @@ insh deb-maintainer-scripts "dpkg-deb -e deb/$DEB_DKMS /tmp/ctl-dkms && dpkg-deb
 	grep -qx 'interest-noawait /usr/src' /tmp/ctl-dkms/triggers
 	grep -q 'update-rc.d nv_peer_mem defaults' /tmp/ctl-main2/postinst && grep -q 'nvpm_not_started' /tmp/ctl-main2/postinst
 	grep -q 'deb-systemd-helper' /tmp/ctl-main2/postinst"
+# dh_installinit puts the error handler in the prerm too (the stop on
+# removal): each script that calls it must define it.
+insh deb-error-handler-defined "dpkg-deb -e deb/$DEB_MAIN /tmp/ctl-eh && grep -q '|| nvpm_not_started' /tmp/ctl-eh/prerm
+	for s in preinst postinst prerm postrm; do
+		[ -f /tmp/ctl-eh/\$s ] && grep -q '|| nvpm_not_started' /tmp/ctl-eh/\$s || continue
+		grep -q '^nvpm_not_started()' /tmp/ctl-eh/\$s || { echo \"\$s calls nvpm_not_started, which it does not define\"; exit 1; }
+	done"
 if inlog lintian "cd deb && lintian -I --pedantic --fail-on error,warning,info,pedantic --tag-display-limit 0 *.changes"; then ok lintian; else
 	bad lintian "$(grep -E '^[EWIP]:' "$LOGS/lintian.log" | head -n 20)"; fi
 
@@ -347,6 +354,20 @@ check service-onboot-no-not-loaded inr test ! -d /sys/module/nvidia_peermem
 expect_rc systemd-execcondition-onboot-no 1 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
 inr sed -i 's/^ONBOOT=no/ONBOOT=yes/' /etc/infiniband/nv_peer_mem.conf
 expect_rc systemd-execcondition-onboot-yes 0 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
+# Removal while the module is in use: the stop fails (SysV: the prerm's
+# invoke-rc.d); the prerm warns, the removal succeeds, the module stays.
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
+expect_rc service-start-before-remove 0 svc start
+inr sh -c "echo nvidia_peermem >$F/in-use"
+expect_rc service-stop-in-use 1 svc stop
+if inlog remove-in-use "dpkg -r nvidia-peer-memory"; then ok dpkg-remove-module-in-use; else
+	bad dpkg-remove-module-in-use "$(tail -n 15 "$LOGS/remove-in-use.log")"; fi
+check dpkg-remove-module-in-use-warns grep -q 'nvidia-peer-memory: nv_peer_mem did not stop; nvidia_peermem stays loaded' "$LOGS/remove-in-use.log"
+insh dpkg-remove-module-in-use-state "test -d /sys/module/nvidia_peermem && dpkg -s nvidia-peer-memory | grep -qx 'Status: deinstall ok config-files'"
+# Installed again; its postinst's restart reloads the module.
+if inlog reinstall "rm -f $F/in-use && dpkg -i $DEB_MAIN"; then ok dpkg-reinstall-after-remove; else
+	bad dpkg-reinstall-after-remove "$(tail -n 15 "$LOGS/reinstall.log")"; fi
+check dpkg-reinstall-reloaded inr sh -c "test -d /sys/module/nvidia_peermem && grep -qx 'rmmod nvidia_peermem' $F/calls"
 umount "$ROOT/usr/bin/kmod"
 inr rm -rf /run/nvpm-fake
 inr sh -c 'rm -rf /sys/module'
