@@ -371,6 +371,13 @@ inr sed -i 's/^ONBOOT=yes/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf
 avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
 expect_rc service-onboot-no-start 0 svc start
 check service-onboot-no-not-loaded inr test ! -d /sys/module/nvidia_peermem
+# restart (a package upgrade's too) follows start: nothing loaded, nothing unloaded.
+expect_rc service-onboot-no-restart 0 svc restart
+check service-onboot-no-restart-not-loaded inr sh -c "test ! -d /sys/module/nvidia_peermem && ! grep -q 'modprobe nvidia_peermem' $F/calls"
+inr modprobe nvidia_peermem
+expect_rc service-onboot-no-restart-loaded 0 svc restart
+check service-onboot-no-restart-keeps-module inr sh -c "test -d /sys/module/nvidia_peermem && ! grep -q '^rmmod' $F/calls &&
+	service nv_peer_mem force-reload | grep -q 'not restarting nvidia_peermem: ONBOOT=no in /etc/infiniband/nv_peer_mem.conf'"
 expect_rc systemd-execcondition-onboot-no 1 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
 inr sed -i 's/^ONBOOT=no/ONBOOT=yes/' /etc/infiniband/nv_peer_mem.conf
 expect_rc systemd-execcondition-onboot-yes 0 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot

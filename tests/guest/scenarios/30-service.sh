@@ -2,7 +2,8 @@
 # them (make install-utils, staged by run.sh in /tests/pkgroot), on the real
 # kernel with the real kmod: `service nv_peer_mem start|status|stop`, the
 # softdep that loads ib_core first, and our install rule winning over an
-# NVIDIA-style one that would load the driver's own nvidia-peermem.
+# NVIDIA-style one that would load the driver's own nvidia-peermem; start
+# and restart leave the module as it is with ONBOOT=no.
 # The GPU driver: when the guest has a module named nvidia (a simulator),
 # the default prerequisites (ib_core nvidia) are used; otherwise the test
 # first checks that start refuses for lack of nvidia, then sets
@@ -72,6 +73,16 @@ sed -i 's/^ONBOOT=yes/ONBOOT=no/' $CONF
 svc start
 expect_eq onboot-no-start-rc 0 "$rc"
 if loaded nvidia_peermem; then fail onboot-no-not-loaded "loaded"; else pass onboot-no-not-loaded; fi
+# restart follows start: it neither loads the module nor unloads a loaded one.
+svc restart
+expect_eq onboot-no-restart-rc 0 "$rc"
+if loaded nvidia_peermem; then fail onboot-no-restart-not-loaded "loaded: $out"; else pass onboot-no-restart-not-loaded; fi
+expect_ok onboot-no-modprobe $K/modprobe nvidia_peermem
+svc restart
+expect_eq onboot-no-restart-loaded-rc 0 "$rc"
+case $out in *"not restarting nvidia_peermem: ONBOOT=no"*) pass onboot-no-restart-message ;; *) fail onboot-no-restart-message "$out" ;; esac
+if loaded nvidia_peermem; then pass onboot-no-restart-keeps-module; else fail onboot-no-restart-keeps-module "unloaded: $out"; fi
+expect_ok onboot-no-rmmod $K/rmmod nvidia_peermem
 sed -i 's/^ONBOOT=no/ONBOOT=yes/' $CONF
 
 # modprobe with the installed rules: ib_core comes first through the softdep,
