@@ -12,7 +12,8 @@
 # module is missing); 2 bad arguments; 3 status: not loaded; 5 the module
 # is not installed for the running kernel; 6 the module that modprobe would
 # load is not this package's (see NVIDIA's bundled nvidia-peermem, README).
-# `onboot` exits 0 when ONBOOT=yes, 1 otherwise (systemd's ExecCondition).
+# `onboot` exits 0 when ONBOOT=yes, 1 otherwise (systemd's ExecCondition);
+# start, restart and force-reload do nothing (exit 0) unless ONBOOT=yes.
 # `doctor` runs nvidia-peermem-doctor (same package) with the remaining
 # arguments and exits with its status: 0 nothing blocks GPUDirect RDMA,
 # 1 something does, 2 usage error; 5 when the doctor is not installed.
@@ -98,16 +99,23 @@ do_status() {
 	return 3
 }
 
+# start and restart (force-reload) do nothing unless ONBOOT=yes, as in
+# Mellanox's nv_peer_mem: a loaded module stays as it is, and a package
+# upgrade's restart does not load it. stop and status always work.
+onboot_or_exit() {
+	[ "$ONBOOT" = yes ] && return 0
+	say "not $1 $MODULE: ONBOOT=$ONBOOT in $CONFIG (stop unloads it, modprobe loads it)"
+	exit 0
+}
+
 case ${1:-} in
 start)
-	if [ "$ONBOOT" != yes ]; then
-		say "not loading $MODULE: ONBOOT=$ONBOOT in $CONFIG"
-		exit 0
-	fi
+	onboot_or_exit loading
 	do_start
 	;;
 stop) do_stop ;;
 restart | force-reload)
+	onboot_or_exit restarting
 	do_stop || exit 1
 	do_start
 	;;

@@ -17,6 +17,8 @@
 # Usage:
 #   rust-headers.sh [--source TARBALL|DIR] KREL [HEADERS_DIR]
 #   rust-headers.sh --check KREL [HEADERS_DIR]   exit 0 if Rust-capable already
+#   rust-headers.sh --dry-run KREL [HEADERS_DIR] exit 0 if a real run has all it
+#                    needs, 1 with the list of what to install; changes nothing
 #   rust-headers.sh --remove KREL                undo what it copied
 #   rust-headers.sh --remove-all
 #   rust-headers.sh --gc                         undo it where the headers are gone
@@ -95,16 +97,18 @@ case ${1:-} in
 esac
 
 CHECK=
+DRY=
 SOURCE=
 while :; do
 	case ${1:-} in
 	--check) CHECK=1; shift ;;
+	--dry-run) DRY=1; shift ;;
 	--source) SOURCE=${2:?--source needs a path}; shift 2 ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
 	esac
 done
-KREL=${1:?usage: rust-headers.sh [--check] [--source PATH] KREL [HEADERS_DIR]}
+KREL=${1:?usage: rust-headers.sh [--check|--dry-run] [--source PATH] KREL [HEADERS_DIR]}
 HDR=${2:-/lib/modules/$KREL/build}
 [ -e "$HDR" ] || HDR=/usr/src/linux-headers-$KREL
 [ -d "$HDR" ] || die "no headers for $KREL (install linux-headers-$KREL)"
@@ -162,6 +166,10 @@ elif [ -n "$hdr_ver" ] && src_pkg=$(dpkg-query -S "$SOURCE" 2>/dev/null | sed -n
 fi
 if [ -n "$missing" ]; then
 	die "cannot make the headers of $KREL Rust-capable; install the matching versions of:$missing"
+fi
+if [ -n "$DRY" ]; then
+	say "$HDR can be made Rust-capable (the toolchain and $SOURCE match)"
+	exit 0
 fi
 
 # --- the overlay, built once per kernel and toolchain ------------------------

@@ -40,6 +40,14 @@ check() {
 	shift
 	if out=$("$@" 2>&1); then ok "$n"; else bad "$n" "$(printf '%s\n' "$out" | tail -n 20)"; fi
 }
+# expect_rc NAME RC CMD...: one result, the command exits with RC.
+expect_rc() {
+	local n=$1 want=$2 out rc
+	shift 2
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" = "$want" ]; then ok "$n"; else bad "$n" "exit $rc, expected $want: $out"; fi
+}
 step() { printf '[%4ds] %s\n' "$((SECONDS - T0))" "$*"; }
 finish() {
 	step "done"
@@ -193,6 +201,13 @@ insh deb-maintainer-scripts "dpkg-deb -e deb/$DEB_DKMS /tmp/ctl-dkms && dpkg-deb
 	grep -qx 'interest-noawait /usr/src' /tmp/ctl-dkms/triggers
 	grep -q 'update-rc.d nv_peer_mem defaults' /tmp/ctl-main2/postinst && grep -q 'nvpm_not_started' /tmp/ctl-main2/postinst
 	grep -q 'deb-systemd-helper' /tmp/ctl-main2/postinst"
+# dh_installinit puts the error handler in the prerm too (the stop on
+# removal): each script that calls it must define it.
+insh deb-error-handler-defined "dpkg-deb -e deb/$DEB_MAIN /tmp/ctl-eh && grep -q '|| nvpm_not_started' /tmp/ctl-eh/prerm
+	for s in preinst postinst prerm postrm; do
+		[ -f /tmp/ctl-eh/\$s ] && grep -q '|| nvpm_not_started' /tmp/ctl-eh/\$s || continue
+		grep -q '^nvpm_not_started()' /tmp/ctl-eh/\$s || { echo \"\$s calls nvpm_not_started, which it does not define\"; exit 1; }
+	done"
 if inlog lintian "cd deb && lintian -I --pedantic --fail-on error,warning,info,pedantic --tag-display-limit 0 *.changes"; then ok lintian; else
 	bad lintian "$(grep -E '^[EWIP]:' "$LOGS/lintian.log" | head -n 20)"; fi
 
@@ -229,12 +244,31 @@ insh rust-headers-wrong-bindgen "mkdir -p /tmp/fakebin2 && printf '#!/bin/sh\nec
 	echo \"\$out\" | grep -q \"bindgen: the kernel needs 'bindgen 0.71.1'\""
 insh rust-headers-no-rust-kernel "mkdir -p /tmp/norust && echo 'CONFIG_MODULES=y' >/tmp/norust/.config
 	! out=\$(sh src/scripts/rust-headers.sh 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'without Rust support'"
+insh rust-headers-dry-run-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /tmp/rh-dry"
+# DKMS keeps PRE_BUILD's output in make.log; the postinst says it first.
+# dpkg fails (exit 1: DKMS built nothing) and the package is half-configured,
+# as README's Troubleshooting says.
+step "dpkg -i of the DKMS package without linux-source: the reason in dpkg's output"
+expect_rc dkms-no-linux-source-fails 1 inlog dkms-no-linux-source "dpkg -i deb/$DEB_DKMS"
+# The reason and what to do, both before DKMS's "Consult .../make.log".
+check dkms-no-linux-source-reason awk -v r="linux-source: no /usr/src/linux-source-7.3.tar.xz (Debian: apt-get install linux-source-7.3=$KPKGVER)" \
+	-v k="nvidia-peer-memory-dkms: DKMS cannot build nvidia_peermem for $KREL: install the above, then: dpkg --configure -a" \
+	-v m="Consult /var/lib/dkms/nvidia-peer-memory/$V/build/make.log" '
+	!R && index($0, r) { R = NR } !K && index($0, k) { K = NR } !M && index($0, m) { M = NR }
+	END { if (!(R && K && M && R < M && K < M)) { print "lines: reason " R ", hint " K ", make.log " M; exit 1 } }' "$LOGS/dkms-no-linux-source.log"
+insh dkms-no-linux-source-half-configured "dpkg -s nvidia-peer-memory-dkms | grep -qx 'Status: install ok half-configured' &&
+	grep -q 'apt-get install linux-source-7.3=$KPKGVER' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log"
+if inlog dkms-no-linux-source-purge "dpkg --purge nvidia-peer-memory-dkms && test ! -e /var/lib/dkms/nvidia-peer-memory"; then
+	ok dkms-no-linux-source-purge; else bad dkms-no-linux-source-purge "see $LOGS/dkms-no-linux-source-purge.log"; fi
 step "installing linux-source-7.3 from the root's apt cache"
 inlog linux-source "apt-get install -y --no-download --no-install-recommends linux-source-7.3=$KPKGVER" ||
 	bad linux-source "see $LOGS/linux-source.log"
 # The root has headers, not kernel images: give the kernel the module index
 # its linux-modules package would have (DKMS runs depmod only where one exists).
 inr depmod -a "$KREL"
+insh rust-headers-dry-run-ready "NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL | grep -q 'can be made Rust-capable' &&
+	test ! -e /tmp/rh-dry && test ! -e /usr/src/linux-headers-$KREL/scripts/target.json"
 snapshot >"$RUN/before.lst"
 
 # --- DKMS: the real Rust module against Debian's stock headers --------------------------------
@@ -297,13 +331,6 @@ avail() { # modules that "exist": name=path ...
 	inr sh -c 'rm -rf /run/nvpm-fake /sys/module; mkdir -p /run/nvpm-fake /sys/module; for a in "$@"; do echo "${a%%=*} ${a#*=}"; done >/run/nvpm-fake/available' sh "$@"
 }
 svc() { inr service nv_peer_mem "$@"; }
-expect_rc() { # NAME RC CMD...
-	local n=$1 want=$2 out rc
-	shift 2
-	out=$("$@" 2>&1)
-	rc=$?
-	if [ "$rc" = "$want" ]; then ok "$n"; else bad "$n" "exit $rc, expected $want: $out"; fi
-}
 OURS=/lib/modules/x/updates/dkms/nvidia_peermem.ko.xz
 avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
 expect_rc service-status-not-loaded 3 svc status
@@ -344,9 +371,30 @@ inr sed -i 's/^ONBOOT=yes/ONBOOT=no/' /etc/infiniband/nv_peer_mem.conf
 avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
 expect_rc service-onboot-no-start 0 svc start
 check service-onboot-no-not-loaded inr test ! -d /sys/module/nvidia_peermem
+# restart (a package upgrade's too) follows start: nothing loaded, nothing unloaded.
+expect_rc service-onboot-no-restart 0 svc restart
+check service-onboot-no-restart-not-loaded inr sh -c "test ! -d /sys/module/nvidia_peermem && ! grep -q 'modprobe nvidia_peermem' $F/calls"
+inr modprobe nvidia_peermem
+expect_rc service-onboot-no-restart-loaded 0 svc restart
+check service-onboot-no-restart-keeps-module inr sh -c "test -d /sys/module/nvidia_peermem && ! grep -q '^rmmod' $F/calls &&
+	service nv_peer_mem force-reload | grep -q 'not restarting nvidia_peermem: ONBOOT=no in /etc/infiniband/nv_peer_mem.conf'"
 expect_rc systemd-execcondition-onboot-no 1 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
 inr sed -i 's/^ONBOOT=no/ONBOOT=yes/' /etc/infiniband/nv_peer_mem.conf
 expect_rc systemd-execcondition-onboot-yes 0 inr /usr/lib/nvidia-peer-memory/nv_peer_mem onboot
+# Removal while the module is in use: the stop fails (SysV: the prerm's
+# invoke-rc.d); the prerm warns, the removal succeeds, the module stays.
+avail ib_core=/k/ib_core.ko nvidia=/k/nvidia.ko nvidia_peermem=$OURS
+expect_rc service-start-before-remove 0 svc start
+inr sh -c "echo nvidia_peermem >$F/in-use"
+expect_rc service-stop-in-use 1 svc stop
+if inlog remove-in-use "dpkg -r nvidia-peer-memory"; then ok dpkg-remove-module-in-use; else
+	bad dpkg-remove-module-in-use "$(tail -n 15 "$LOGS/remove-in-use.log")"; fi
+check dpkg-remove-module-in-use-warns grep -q 'nvidia-peer-memory: nv_peer_mem did not stop; nvidia_peermem stays loaded' "$LOGS/remove-in-use.log"
+insh dpkg-remove-module-in-use-state "test -d /sys/module/nvidia_peermem && dpkg -s nvidia-peer-memory | grep -qx 'Status: deinstall ok config-files'"
+# Installed again; its postinst's restart reloads the module.
+if inlog reinstall "rm -f $F/in-use && dpkg -i $DEB_MAIN"; then ok dpkg-reinstall-after-remove; else
+	bad dpkg-reinstall-after-remove "$(tail -n 15 "$LOGS/reinstall.log")"; fi
+check dpkg-reinstall-reloaded inr sh -c "test -d /sys/module/nvidia_peermem && grep -qx 'rmmod nvidia_peermem' $F/calls"
 umount "$ROOT/usr/bin/kmod"
 inr rm -rf /run/nvpm-fake
 inr sh -c 'rm -rf /sys/module'

@@ -1,8 +1,10 @@
 # The nv_peer_mem service and the modprobe rules, as the packages install
 # them (make install-utils, staged by run.sh in /tests/pkgroot), on the real
-# kernel with the real kmod: `service nv_peer_mem start|status|stop`, the
-# softdep that loads ib_core first, and our install rule winning over an
-# NVIDIA-style one that would load the driver's own nvidia-peermem.
+# kernel with the real kmod: `service nv_peer_mem start|status|stop`,
+# modprobe loading ib_core (the softdep) and nvidia first, our install rule
+# winning over an NVIDIA-style one that would load the driver's own
+# nvidia-peermem, and start and restart leaving the module as it is with
+# ONBOOT=no.
 # The GPU driver: when the guest has a module named nvidia (a simulator),
 # the default prerequisites (ib_core nvidia) are used; otherwise the test
 # first checks that start refuses for lack of nvidia, then sets
@@ -38,8 +40,10 @@ expect_eq status-not-loaded-rc 3 "$rc"
 expect_eq modprobe-softdep "softdep nvidia_peermem pre: ib_core nvidia" "$($K/modprobe -c | grep '^softdep nvidia_peermem ')"
 
 if $K/modinfo nvidia >/dev/null 2>&1; then
+	have_nvidia=1
 	echo "30-service: a module named nvidia exists; default prerequisites"
 else
+	have_nvidia=
 	svc start
 	expect_eq start-without-nvidia-rc 1 "$rc"
 	case $out in *"required module nvidia"*) pass start-without-nvidia-message ;; *) fail start-without-nvidia-message "$out" ;; esac
@@ -72,17 +76,38 @@ sed -i 's/^ONBOOT=yes/ONBOOT=no/' $CONF
 svc start
 expect_eq onboot-no-start-rc 0 "$rc"
 if loaded nvidia_peermem; then fail onboot-no-not-loaded "loaded"; else pass onboot-no-not-loaded; fi
+# restart follows start: it neither loads the module nor unloads a loaded one.
+svc restart
+expect_eq onboot-no-restart-rc 0 "$rc"
+if loaded nvidia_peermem; then fail onboot-no-restart-not-loaded "loaded: $out"; else pass onboot-no-restart-not-loaded; fi
+expect_ok onboot-no-modprobe $K/modprobe nvidia_peermem
+svc restart
+expect_eq onboot-no-restart-loaded-rc 0 "$rc"
+case $out in *"not restarting nvidia_peermem: ONBOOT=no"*) pass onboot-no-restart-message ;; *) fail onboot-no-restart-message "$out" ;; esac
+if loaded nvidia_peermem; then pass onboot-no-restart-keeps-module; else fail onboot-no-restart-keeps-module "unloaded: $out"; fi
+expect_ok onboot-no-rmmod $K/rmmod nvidia_peermem
 sed -i 's/^ONBOOT=no/ONBOOT=yes/' $CONF
 
-# modprobe with the installed rules: ib_core comes first through the softdep,
-# even with a GPU driver's install rule that would load another module.
+# modprobe with the installed rules: ib_core and the GPU driver (the
+# simulator named nvidia) come first, even with a GPU driver's install rule
+# that would load another module.
 $K/rmmod ib_core 2>/dev/null
 if loaded ib_core; then fail ib_core-unloaded "ib_core still loaded (in use?)"; else pass ib_core-unloaded; fi
+if [ -n "$have_nvidia" ]; then
+	$K/rmmod nvidia 2>/dev/null
+	if loaded nvidia; then fail nvidia-unloaded "nvidia still loaded (in use?)"; else pass nvidia-unloaded; fi
+fi
 mkdir -p /etc/modprobe.d # not in the initramfs
 printf 'install nvidia-peermem modprobe -i nvidia-current-peermem $CMDLINE_OPTS\n' >/etc/modprobe.d/nvidia.conf
 expect_ok modprobe-dash-installed $K/modprobe nvidia-peermem
 if loaded nvidia_peermem; then pass modprobe-loaded-ours; else fail modprobe-loaded-ours "not loaded"; fi
 if loaded ib_core; then pass modprobe-softdep-loaded-ib_core; else fail modprobe-softdep-loaded-ib_core "ib_core not loaded"; fi
+# nvidia comes back too. Unlike ib_core, it would without the softdep's
+# nvidia: modules.dep lists it (the module links nvidia_p2p_*);
+# modprobe-softdep above checks that kmod reads the softdep.
+if [ -z "$have_nvidia" ]; then
+	echo "30-service: no nvidia module in this guest; not checked that modprobe loads it"
+elif loaded nvidia; then pass modprobe-loaded-nvidia; else fail modprobe-loaded-nvidia "nvidia not loaded"; fi
 expect_eq modprobe-version "$V" "$(cat /sys/module/nvidia_peermem/version 2>&1)"
 expect_ok rmmod-after-modprobe $K/rmmod nvidia_peermem
 
