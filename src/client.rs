@@ -21,7 +21,7 @@ use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut, SgTable,
 };
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
-use crate::peermem_core::sgplan::segment_limit;
+use crate::peermem_core::sgplan::{segment_limit, segments};
 use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
 use crate::stats::{Counter, STATS};
 
@@ -241,7 +241,9 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
     }
     // Read the driver's addresses under the lock: a free callback waits for us.
     let limit = segment_limit(dev.max_segment_size());
-    let table = pin.dma_addresses().map(|pages| SgTable::new(pages, limit));
+    let table = pin
+        .dma_addresses()
+        .map(|pages| SgTable::new(segments(pages, limit)));
     match table {
         Some(Ok(table)) => {
             pin.owner().apply(Event::MapEnd { ok: true })?;

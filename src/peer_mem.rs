@@ -19,7 +19,7 @@ use kernel::sync::{Arc, ArcBorrow};
 
 use crate::abi;
 use crate::nvidia_p2p::PciDevice;
-use crate::peermem_core::sgplan::{try_for_each_segment, Segment};
+use crate::peermem_core::sgplan::Segment;
 
 /// `IB_PEER_MEMORY_VER_MAX - 2`: byte 14 is the NUL, byte 15 the new-style flag.
 pub(crate) const VERSION_MAX_LEN: usize = 14;
@@ -176,8 +176,7 @@ impl ChunkChain {
     }
 
     /// Marks the end; the table owns the chunks from here on.
-    fn into_table(mut self) -> Result<SgTable> {
-        let count = self.full.len() * (SG_CHUNK - 1) + self.tail.len();
+    fn into_table(mut self, count: usize) -> Result<SgTable> {
         let nents = u32::try_from(count)
             .ok()
             .filter(|n| *n > 0 && *n <= i32::MAX as u32)
@@ -199,42 +198,36 @@ impl ChunkChain {
 }
 
 impl SgTable {
-    /// The table of the segments of `pages` (at least one page) within
-    /// `limit`, planned by [`try_for_each_segment`].
-    pub(crate) fn new(pages: &[u64], limit: u32) -> Result<Self> {
+    /// A table of `segments` (at least one, at most `i32::MAX`).
+    pub(crate) fn new(mut segments: impl Iterator<Item = Segment>) -> Result<Self> {
         let mut few = [Segment { addr: 0, len: 0 }; SG_EXACT_MAX];
         let mut count = 0;
-        // Set once the plan outgrows `few`: from then on entries stream into it.
-        let mut chain: Option<ChunkChain> = None;
-        try_for_each_segment(pages, limit, |seg| {
-            if let Some(chain) = chain.as_mut() {
-                return chain.push(sg_entry(seg));
-            }
-            if let Some(slot) = few.get_mut(count) {
-                *slot = seg;
-                count += 1;
-                return Ok(());
-            }
-            let mut first = ChunkChain::new()?;
-            for seg in &few {
-                first.push(sg_entry(*seg))?;
-            }
-            first.push(sg_entry(seg))?;
-            chain = Some(first);
-            Ok(())
-        })?;
-        if let Some(chain) = chain {
-            return chain.into_table();
+        for (slot, seg) in few.iter_mut().zip(&mut segments) {
+            *slot = seg;
+            count += 1;
         }
-        // The whole plan is on the stack: one exact allocation.
-        let mut entries = SgChunk::with_capacity(count, GFP_KERNEL)?;
-        for seg in &few[..count] {
-            // Within the capacity reserved above.
-            entries
-                .push_within_capacity(sg_entry(*seg))
-                .map_err(|_| EINVAL)?;
+        let Some(next) = segments.next() else {
+            // The whole plan is on the stack: one exact allocation.
+            let mut entries = SgChunk::with_capacity(count, GFP_KERNEL)?;
+            for seg in &few[..count] {
+                // Within the capacity reserved above.
+                entries
+                    .push_within_capacity(sg_entry(*seg))
+                    .map_err(|_| EINVAL)?;
+            }
+            return ChunkChain::exact(entries).into_table(count);
+        };
+        let mut chunks = ChunkChain::new()?;
+        for seg in &few {
+            chunks.push(sg_entry(*seg))?;
         }
-        ChunkChain::exact(entries).into_table()
+        chunks.push(sg_entry(next))?;
+        count += 1;
+        for seg in segments {
+            chunks.push(sg_entry(seg))?;
+            count += 1;
+        }
+        chunks.into_table(count)
     }
 
     /// The number of entries.

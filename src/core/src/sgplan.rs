@@ -26,6 +26,28 @@ pub fn segment_limit(max_seg_size: u64) -> u32 {
     (pages * GPU_PAGE_SIZE) as u32
 }
 
+/// Iterator over the segments of `pages` (the DMA address of each 64 KiB
+/// page, in order), made by [`segments`].
+#[derive(Clone)]
+pub struct Segments<'a> {
+    pages: &'a [u64],
+    /// Pages per segment, at least 1.
+    limit_pages: usize,
+    /// The rest of the current run of contiguous pages: (next address, pages).
+    run: (u64, usize),
+}
+
+/// Plans the segments for `pages` with `limit` from [`segment_limit`].
+pub fn segments(pages: &[u64], limit: u32) -> Segments<'_> {
+    // CAST: at most u32::MAX / 64 KiB, fits usize.
+    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1) as usize;
+    Segments {
+        pages,
+        limit_pages,
+        run: (0, 0),
+    }
+}
+
 /// The length of the run of contiguous pages at the start of `pages`
 /// (non-empty): the hot loop, one compare per page, no overflow checks.
 fn run_len(pages: &[u64]) -> usize {
@@ -45,38 +67,27 @@ fn run_len(pages: &[u64]) -> usize {
     n
 }
 
-/// Plans the segments of `pages` (the DMA address of each 64 KiB page, in
-/// order) within `limit` from [`segment_limit`]: calls `emit` with each, in
-/// order, and stops at the first error. One run step per segment.
-pub fn try_for_each_segment<E>(
-    pages: &[u64],
-    limit: u32,
-    mut emit: impl FnMut(Segment) -> Result<(), E>,
-) -> Result<(), E> {
-    // CAST: at most u32::MAX / 64 KiB, fits usize.
-    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1) as usize;
-    // CAST: limit_pages pages fit u32 (`segment_limit`).
-    let limit_len = (limit_pages as u64 * GPU_PAGE_SIZE) as u32;
-    let mut rest = pages;
-    while let Some(&first) = rest.first() {
-        let run = run_len(rest);
-        let (mut addr, mut left) = (first, run);
-        while left > limit_pages {
-            emit(Segment {
-                addr,
-                len: limit_len,
-            })?;
-            addr = addr.wrapping_add(u64::from(limit_len));
-            left -= limit_pages;
+impl Iterator for Segments<'_> {
+    type Item = Segment;
+
+    fn next(&mut self) -> Option<Segment> {
+        if self.run.1 == 0 {
+            let first = *self.pages.first()?;
+            let n = run_len(self.pages);
+            self.pages = &self.pages[n..];
+            self.run = (first, n);
         }
-        emit(Segment {
+        let (addr, left) = self.run;
+        let n = left.min(self.limit_pages);
+        // CAST: n <= limit_pages, whose pages fit u32 (`segment_limit`).
+        let len = (n as u64) * GPU_PAGE_SIZE;
+        self.run = (addr.wrapping_add(len), left - n);
+        Some(Segment {
             addr,
-            // CAST: left <= limit_pages, as above.
-            len: (left as u64 * GPU_PAGE_SIZE) as u32,
-        })?;
-        rest = &rest[run..];
+            // CAST: as above.
+            len: len as u32,
+        })
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -88,28 +99,7 @@ mod tests {
     const P: u64 = GPU_PAGE_SIZE;
 
     fn plan(pages: &[u64], limit: u32) -> Vec<(u64, u32)> {
-        let mut planned = Vec::new();
-        try_for_each_segment(pages, limit, |s| {
-            planned.push((s.addr, s.len));
-            Ok::<(), ()>(())
-        })
-        .unwrap();
-        planned
-    }
-
-    #[test]
-    fn internal_iteration_stops_at_the_first_error() {
-        let pages = [0, 2 * P, 4 * P, 6 * P];
-        let mut seen = 0;
-        let result = try_for_each_segment(&pages, segment_limit(1 << 31), |_| {
-            seen += 1;
-            if seen == 2 {
-                Err(seen)
-            } else {
-                Ok(())
-            }
-        });
-        assert_eq!((result, seen), (Err(2), 2));
+        segments(pages, limit).map(|s| (s.addr, s.len)).collect()
     }
 
     #[test]
