@@ -41,6 +41,13 @@ BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENC
 	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT
 BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
 
+# Without KDIR, vendor headers found on this host (or named) are not visible
+# in the root: they cross as copies under build/vendor/ (make vendor-headers).
+VENDOR_ARGS = $(if $(KDIR),,$(if $(NV_P2P_H),NV_P2P_H=/src/build/vendor/nv-p2p.h) \
+	$(if $(PEER_MEM_H),PEER_MEM_H=/src/build/vendor/peer_mem.h))
+# This Makefile again, inside the root (scripts/in-chroot.sh, debug-kernel.sh run).
+IN_ROOT_MAKE = make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS)
+
 all: module
 
 ifeq ($(KDIR),)
@@ -48,20 +55,16 @@ ifeq ($(KDIR),)
 provision:
 	@scripts/provision.sh
 
-# Vendor headers found on this host (or named) are not visible in the root:
-# they cross as copies under build/vendor/.
-VENDOR_ARGS = $(if $(NV_P2P_H),NV_P2P_H=/src/build/vendor/nv-p2p.h) \
-	$(if $(PEER_MEM_H),PEER_MEM_H=/src/build/vendor/peer_mem.h)
 vendor-headers:
 	@rm -rf build/vendor && mkdir -p build/vendor
 	$(if $(NV_P2P_H),@echo "nvidia_peermem: vendor nv-p2p.h $(NV_P2P_H)" && cp "$(NV_P2P_H)" build/vendor/nv-p2p.h)
 	$(if $(PEER_MEM_H),@echo "nvidia_peermem: vendor peer_mem.h $(PEER_MEM_H)" && cp "$(PEER_MEM_H)" build/vendor/peer_mem.h)
 
 module: provision vendor-headers
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) module'
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) module'
 
 lint: provision vendor-headers
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) lint'
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) lint'
 
 # The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
 # host: static, no dependencies; tests/guest/run.sh puts both in the initramfs.
@@ -70,17 +73,17 @@ tool:
 		--target x86_64-unknown-linux-gnu
 
 check-guest: module tool
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) check-guest'
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) check-guest'
 
 bench: module tool
-	@scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) $(BENCH_ENV) bench'
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(BENCH_ENV) bench'
 	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
 	@echo "bench: JSON in $(BENCH_JSON)"
 
 # The stress suite's long run, outside make check (tests/README.md, "Stress suite").
 stress-long: module tool
 	@scripts/in-chroot.sh sh -c 'STRESS_LONG_ENV="$(STRESS_LONG_ENV)" STRESS_SEED="$(STRESS_SEED)" STRESS_CONFIGS="$(STRESS_CONFIGS)" \
-		make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" stress-long'
+		$(IN_ROOT_MAKE) stress-long'
 
 fmt: provision
 	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
@@ -123,8 +126,8 @@ debug-kernel:
 
 # The module and simulators built against the debug kernel, then the guest tests booted on it
 # (the host-built tests/tool too, as check-guest needs it).
-check-debug: debug-kernel $(if $(KDIR),,tool)
-	@scripts/debug-kernel.sh run sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" check-guest'
+check-debug: debug-kernel $(if $(KDIR),,tool vendor-headers)
+	@scripts/debug-kernel.sh run sh -c '$(IN_ROOT_MAKE) check-guest'
 
 # make check's "debug" suite: the load test and the stress suite (01, 50-55) on
 # the debug kernel, built first if not cached, at a scale that fits CI
@@ -151,7 +154,7 @@ check:
 clean:
 	@if [ -n "$(KDIR)" ]; then $(MAKE) -C $(KDIR) $(KBUILD_ARGS) clean && \
 		$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) clean; \
-	else scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" clean'; fi
+	else scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) clean'; fi
 	rm -rf target
 
 # --- installation (packaging/, README.md "Install") -------------------------
