@@ -176,7 +176,8 @@ impl ChunkChain {
     }
 
     /// Marks the end; the table owns the chunks from here on.
-    fn into_table(mut self, count: usize) -> Result<SgTable> {
+    fn into_table(mut self) -> Result<SgTable> {
+        let count = self.full.len() * (SG_CHUNK - 1) + self.tail.len();
         let nents = u32::try_from(count)
             .ok()
             .filter(|n| *n > 0 && *n <= i32::MAX as u32)
@@ -215,19 +216,17 @@ impl SgTable {
                     .push_within_capacity(sg_entry(*seg))
                     .map_err(|_| EINVAL)?;
             }
-            return ChunkChain::exact(entries).into_table(count);
+            return ChunkChain::exact(entries).into_table();
         };
         let mut chunks = ChunkChain::new()?;
         for seg in &few {
             chunks.push(sg_entry(*seg))?;
         }
         chunks.push(sg_entry(next))?;
-        count += 1;
         for seg in segments {
             chunks.push(sg_entry(seg))?;
-            count += 1;
         }
-        chunks.into_table(count)
+        chunks.into_table()
     }
 
     /// The number of entries.
