@@ -54,7 +54,7 @@ pub fn core_dereg(args: &[String]) -> Result<String, Usage> {
     if id != "all" {
         parse_u64(id)?;
     }
-    let counted = !a.flags.is_empty();
+    let counted = a.flags.iter().any(|f| f == "counted");
     Ok(match a.options.get("again") {
         Some(_) if id == "all" => return Err(Usage("--again needs an MR id".into())),
         Some(what) if counted => format!("dereg {id} again={what} counted"),
