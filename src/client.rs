@@ -18,10 +18,11 @@ use kernel::sync::{Arc, ArcBorrow};
 
 use crate::nvidia_p2p::{GpuPin, P2pError, PinGuard, PinKind, PinOwner, TeardownQueue};
 use crate::peer_mem::{
-    DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut, SgTable,
+    DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut,
 };
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
-use crate::peermem_core::sgplan::{segment_limit, segments};
+use crate::peermem_core::sgplan::segment_limit;
+use crate::scatterlist::SgTable;
 use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
 use crate::stats::{Counter, STATS};
 
@@ -243,7 +244,7 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
     let limit = segment_limit(dev.max_segment_size());
     let table = pin
         .dma_addresses()
-        .map(|pages| SgTable::new(segments(pages, limit)));
+        .map(|pages| SgTable::new(pages, limit));
     match table {
         Some(Ok(table)) => {
             pin.owner().apply(Event::MapEnd { ok: true })?;

@@ -3,9 +3,9 @@
 //! `nvidia_peermem`: the GPUDirect RDMA peer-memory client for NVIDIA GPUs.
 //!
 //! Layers, from the bottom: `abi` (generated bindings); the safe wrappers
-//! that own all `unsafe` (`nvidia_p2p`, `peer_mem`, `shim`, `stats`); the
-//! client logic (`client`, no `unsafe`); this module entry. The pure logic
-//! shared with the host tests is `peermem_core`.
+//! that own all `unsafe` (`nvidia_p2p`, `peer_mem`, `scatterlist`, `shim`,
+//! `stats`); the client logic (`client`, no `unsafe`); this module entry.
+//! The pure logic shared with the host tests is `peermem_core`.
 
 use kernel::prelude::*;
 
@@ -13,6 +13,7 @@ mod abi;
 mod client;
 mod nvidia_p2p;
 mod peer_mem;
+mod scatterlist;
 mod shim;
 mod stats;
 
@@ -38,6 +39,8 @@ module! {
 struct NvidiaPeermem {
     clients: Option<Clients>,
     _stats: shim::StatsFile,
+    // Dropped after the clients: their tables come from it.
+    _sg_cache: scatterlist::SgCache,
 }
 
 impl kernel::Module for NvidiaPeermem {
@@ -47,6 +50,7 @@ impl kernel::Module for NvidiaPeermem {
             persistent_api: params.persistent_api,
             peerdirect: params.peerdirect,
         };
+        let sg_cache = scatterlist::SgCache::create()?;
         TEARDOWN_QUEUE.start()?;
         let stats = shim::StatsFile::create();
         let clients = Clients::register(&config, VERSION).inspect_err(|_| TEARDOWN_QUEUE.stop())?;
@@ -67,6 +71,7 @@ impl kernel::Module for NvidiaPeermem {
         Ok(NvidiaPeermem {
             clients: Some(clients),
             _stats: stats,
+            _sg_cache: sg_cache,
         })
     }
 }

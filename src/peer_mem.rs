@@ -19,7 +19,7 @@ use kernel::sync::{Arc, ArcBorrow};
 
 use crate::abi;
 use crate::nvidia_p2p::PciDevice;
-use crate::peermem_core::sgplan::Segment;
+use crate::scatterlist::SgTable;
 
 /// `IB_PEER_MEMORY_VER_MAX - 2`: byte 14 is the NUL, byte 15 the new-style flag.
 pub(crate) const VERSION_MAX_LEN: usize = 14;
@@ -60,8 +60,8 @@ impl SgOut<'_> {
     /// i.e. be kept until `release`.
     pub(crate) fn publish(&mut self, table: &SgTable) {
         *self.sg_head = table.header();
-        // CAST: `nents` was checked against `i32::MAX`.
-        *self.nmap = table.nents as c_int;
+        // CAST: a table has at most `i32::MAX` entries.
+        *self.nmap = table.len() as c_int;
     }
 }
 
@@ -86,185 +86,6 @@ impl DmaDevice {
     pub(crate) fn max_segment_size(&self) -> u64 {
         // SAFETY: live device (type invariant).
         u64::from(unsafe { abi::nvpm_dma_max_seg_size(self.raw.as_ptr()) })
-    }
-}
-
-/// Tables of at most this many entries are one exact-size allocation; the
-/// plan is first collected on the stack to find out.
-const SG_EXACT_MAX: usize = 16;
-/// Entries per chunk of a longer table: one 4 KiB kmalloc object whose last
-/// slot links to the next chunk when there is one (the layout `sg_next`
-/// walks, as `sg_alloc_table` makes it).
-const SG_CHUNK: usize = 4096 / core::mem::size_of::<bindings::scatterlist>();
-
-/// `page_link` bits, from `include/linux/scatterlist.h`.
-const SG_CHAIN: c_ulong = 0x01;
-const SG_END: c_ulong = 0x02;
-
-type SgChunk = KVec<bindings::scatterlist>;
-
-/// A scatterlist of DMA addresses with no backing `struct page` (BAR memory),
-/// built in one pass over the plan and never zeroed first: each entry is
-/// written whole.
-///
-/// # Invariants
-///
-/// `sgl` heads `nents` (> 0) entries, the last marked `SG_END`, owned by this
-/// value as `KVec` allocations: with at most [`SG_EXACT_MAX`] entries, one of
-/// capacity `nents`; otherwise chunks of capacity [`SG_CHUNK`], each holding
-/// `SG_CHUNK - 1` entries and a chain link to the next, except the last,
-/// which holds the rest.
-pub(crate) struct SgTable {
-    sgl: NonNull<bindings::scatterlist>,
-    nents: u32,
-}
-
-// SAFETY: the entries are plain memory owned by this value.
-unsafe impl Send for SgTable {}
-// SAFETY: no interior mutability through `&SgTable`.
-unsafe impl Sync for SgTable {}
-
-/// One data entry for `seg`: DMA address and length, no page.
-fn sg_entry(seg: Segment) -> bindings::scatterlist {
-    let mut sg: bindings::scatterlist = pin_init::zeroed();
-    sg.length = seg.len;
-    sg.dma_address = seg.addr;
-    sg.dma_length = seg.len;
-    sg
-}
-
-/// Chunks being filled: the full ones, linked, and the one being filled.
-struct ChunkChain {
-    full: KVec<SgChunk>,
-    tail: SgChunk,
-}
-
-impl ChunkChain {
-    fn new() -> Result<Self> {
-        Ok(Self::exact(SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?))
-    }
-
-    /// A "chain" of one filled chunk, not to be pushed to.
-    fn exact(entries: SgChunk) -> Self {
-        Self {
-            full: KVec::new(),
-            tail: entries,
-        }
-    }
-
-    /// Appends `sg`, linking a new chunk first when the tail has one slot left.
-    #[inline(always)]
-    fn push(&mut self, sg: bindings::scatterlist) -> Result {
-        if self.tail.len() == SG_CHUNK - 1 {
-            self.link_new_chunk()?;
-        }
-        // A tail always has a free slot after the check above.
-        self.tail.push_within_capacity(sg).map_err(|_| EINVAL)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn link_new_chunk(&mut self) -> Result {
-        let next = SgChunk::with_capacity(SG_CHUNK, GFP_KERNEL)?;
-        self.full.reserve(1, GFP_KERNEL)?;
-        let mut link: bindings::scatterlist = pin_init::zeroed();
-        // CAST: a chain link holds the next chunk's address.
-        link.page_link = next.as_ptr() as c_ulong | SG_CHAIN;
-        self.tail.push_within_capacity(link).map_err(|_| EINVAL)?;
-        let full = core::mem::replace(&mut self.tail, next);
-        self.full.push_within_capacity(full).map_err(|_| EINVAL)
-    }
-
-    /// Marks the end; the table owns the chunks from here on.
-    fn into_table(mut self) -> Result<SgTable> {
-        let count = self.full.len() * (SG_CHUNK - 1) + self.tail.len();
-        let nents = u32::try_from(count)
-            .ok()
-            .filter(|n| *n > 0 && *n <= i32::MAX as u32)
-            .ok_or(EINVAL)?;
-        self.tail.last_mut().ok_or(EINVAL)?.page_link |= SG_END;
-        let (mut sgl, _, _) = self.tail.into_raw_parts();
-        for (i, chunk) in self.full.drain_all().enumerate() {
-            let (chunk, _, _) = chunk.into_raw_parts();
-            if i == 0 {
-                sgl = chunk;
-            }
-        }
-        // INVARIANT: filled and linked as documented on `SgTable`; `nents > 0`.
-        Ok(SgTable {
-            sgl: NonNull::new(sgl).ok_or(EINVAL)?,
-            nents,
-        })
-    }
-}
-
-impl SgTable {
-    /// A table of `segments` (at least one, at most `i32::MAX`).
-    pub(crate) fn new(mut segments: impl Iterator<Item = Segment>) -> Result<Self> {
-        let mut few = [Segment { addr: 0, len: 0 }; SG_EXACT_MAX];
-        let mut count = 0;
-        for (slot, seg) in few.iter_mut().zip(&mut segments) {
-            *slot = seg;
-            count += 1;
-        }
-        let Some(next) = segments.next() else {
-            // The whole plan is on the stack: one exact allocation.
-            let mut entries = SgChunk::with_capacity(count, GFP_KERNEL)?;
-            for seg in &few[..count] {
-                // Within the capacity reserved above.
-                entries
-                    .push_within_capacity(sg_entry(*seg))
-                    .map_err(|_| EINVAL)?;
-            }
-            return ChunkChain::exact(entries).into_table();
-        };
-        let mut chunks = ChunkChain::new()?;
-        for seg in &few {
-            chunks.push(sg_entry(*seg))?;
-        }
-        chunks.push(sg_entry(next))?;
-        for seg in segments {
-            chunks.push(sg_entry(seg))?;
-        }
-        chunks.into_table()
-    }
-
-    /// The number of entries.
-    pub(crate) fn len(&self) -> u32 {
-        self.nents
-    }
-
-    /// The `sg_table` header the core reads.
-    fn header(&self) -> bindings::sg_table {
-        bindings::sg_table {
-            sgl: self.sgl.as_ptr(),
-            nents: self.nents,
-            orig_nents: self.nents,
-        }
-    }
-}
-
-impl Drop for SgTable {
-    fn drop(&mut self) {
-        let mut chunk = self.sgl.as_ptr();
-        // CAST: u32 fits usize.
-        let mut left = self.nents as usize;
-        if left <= SG_EXACT_MAX {
-            // SAFETY: one allocation of capacity `nents`, all initialized (invariant).
-            drop(unsafe { SgChunk::from_raw_parts(chunk, left, left) });
-            return;
-        }
-        while left > SG_CHUNK - 1 {
-            // SAFETY: a full chunk whose last slot links to the next (invariant).
-            let next = unsafe { (*chunk.add(SG_CHUNK - 1)).page_link } & !(SG_CHAIN | SG_END);
-            // SAFETY: a chunk of capacity `SG_CHUNK`, all slots initialized.
-            drop(unsafe { SgChunk::from_raw_parts(chunk, SG_CHUNK, SG_CHUNK) });
-            // CAST: the link holds the next chunk's address.
-            chunk = next as *mut bindings::scatterlist;
-            left -= SG_CHUNK - 1;
-        }
-        // SAFETY: the last chunk: capacity `SG_CHUNK`, `left` entries initialized.
-        drop(unsafe { SgChunk::from_raw_parts(chunk, left, SG_CHUNK) });
     }
 }
 

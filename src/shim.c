@@ -13,6 +13,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/pci.h>
 #include <linux/ratelimit.h>
+#include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/workqueue.h>
 
@@ -67,6 +68,43 @@ struct pci_dev *nvpm_to_pci_dev(struct device *dev)
 unsigned int nvpm_dma_max_seg_size(struct device *dev)
 {
 	return dma_get_max_seg_size(dev);
+}
+
+#define NVPM_SG_CHUNK_BYTES (NVPM_SG_CHUNK_SLOTS * sizeof(struct scatterlist))
+
+static struct kmem_cache *nvpm_sg_cache;
+
+/*
+ * Zeroes a chunk once, when its slab is made. A cache with a constructor is
+ * not zeroed again per allocation (init_on_alloc): the Rust side writes
+ * every entry it hands out whole, and the core reads none past the end mark.
+ */
+static void nvpm_sg_chunk_ctor(void *chunk)
+{
+	memset(chunk, 0, NVPM_SG_CHUNK_BYTES);
+}
+
+int nvpm_sg_cache_create(void)
+{
+	nvpm_sg_cache = kmem_cache_create("nvidia_peermem_sg", NVPM_SG_CHUNK_BYTES,
+					  __alignof__(struct scatterlist), 0, nvpm_sg_chunk_ctor);
+	return nvpm_sg_cache ? 0 : -ENOMEM;
+}
+
+void nvpm_sg_cache_destroy(void)
+{
+	kmem_cache_destroy(nvpm_sg_cache);
+	nvpm_sg_cache = NULL;
+}
+
+struct scatterlist *nvpm_sg_chunk_alloc(void)
+{
+	return kmem_cache_alloc(nvpm_sg_cache, GFP_KERNEL);
+}
+
+void nvpm_sg_chunk_free(struct scatterlist *chunk)
+{
+	kmem_cache_free(nvpm_sg_cache, chunk);
 }
 
 struct workqueue_struct *nvpm_wq_create(void)

@@ -17,6 +17,17 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev);
 /* The module's own workqueue for deferred unpinning. */
 struct workqueue_struct *nvpm_wq_create(void);
 void nvpm_wq_destroy(struct workqueue_struct *wq);
+/*
+ * Scatterlist chunks: 127 slots (126 entries and a chain link), so that a
+ * chunk and the slab's free pointer, kept outside objects with a
+ * constructor, fit 4 KiB.
+ */
+#define NVPM_SG_CHUNK_SLOTS 127
+struct scatterlist;
+int nvpm_sg_cache_create(void);
+void nvpm_sg_cache_destroy(void);
+struct scatterlist *nvpm_sg_chunk_alloc(void);
+void nvpm_sg_chunk_free(struct scatterlist *chunk);
 /* One shared rate limit for error lines on hot paths. */
 bool nvpm_ratelimit(void);
 /* /sys/kernel/debug/nvidia_peermem/stats. */

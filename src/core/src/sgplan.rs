@@ -26,68 +26,81 @@ pub fn segment_limit(max_seg_size: u64) -> u32 {
     (pages * GPU_PAGE_SIZE) as u32
 }
 
-/// Iterator over the segments of `pages` (the DMA address of each 64 KiB
-/// page, in order), made by [`segments`].
-#[derive(Clone)]
-pub struct Segments<'a> {
-    pages: &'a [u64],
-    /// Pages per segment, at least 1.
-    limit_pages: usize,
-    /// The rest of the current run of contiguous pages: (next address, pages).
-    run: (u64, usize),
+/// How many pages may follow `start` in its segment near the top of the
+/// address space: `limit_pages - 1`, fewer where the addresses would pass
+/// the top (nothing wraps to 0).
+#[cold]
+#[inline(never)]
+fn more_near_top(start: u64, limit_pages: u64) -> usize {
+    let pages_to_top = (u64::MAX - start) / GPU_PAGE_SIZE + 1;
+    // CAST: below `limit_pages`, at most u32::MAX / 64 KiB.
+    (pages_to_top.min(limit_pages) - 1) as usize
 }
 
-/// Plans the segments for `pages` with `limit` from [`segment_limit`].
-pub fn segments(pages: &[u64], limit: u32) -> Segments<'_> {
-    // CAST: at most u32::MAX / 64 KiB, fits usize.
-    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1) as usize;
-    Segments {
-        pages,
-        limit_pages,
-        run: (0, 0),
+/// Calls `emit` with the segments of `pages` (the DMA address of each 64 KiB
+/// page, in order) for `limit` from [`segment_limit`], in order, and stops at
+/// its first error. One pass, one compare per page.
+#[inline(always)]
+pub fn for_each_segment<E>(
+    pages: &[u64],
+    limit: u32,
+    emit: impl FnMut(Segment) -> Result<(), E>,
+) -> Result<(), E> {
+    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1);
+    // CAST: at most u32::MAX / 64 KiB.
+    let bounded = pages.len() > limit_pages as usize;
+    // The common case (no segment can reach the limit) has a loop of its own.
+    if bounded {
+        plan::<true, E>(pages, limit_pages, emit)
+    } else {
+        plan::<false, E>(pages, limit_pages, emit)
     }
 }
 
-/// The length of the run of contiguous pages at the start of `pages`
-/// (non-empty): the hot loop, one compare per page, no overflow checks.
-fn run_len(pages: &[u64]) -> usize {
-    let start = pages[0];
-    // Pages up to the end of the address space; beyond it nothing is contiguous.
-    let room = ((u64::MAX - start) / GPU_PAGE_SIZE).saturating_add(1);
-    let end = usize::try_from(room).map_or(pages.len(), |r| r.min(pages.len()));
-    let mut expect = start;
-    let mut n = 0usize;
-    for &page in &pages[..end] {
-        if page != expect {
-            break;
+/// [`for_each_segment`]; `BOUNDED`: segments may reach `limit_pages`.
+#[inline(always)]
+fn plan<const BOUNDED: bool, E>(
+    pages: &[u64],
+    limit_pages: u64,
+    mut emit: impl FnMut(Segment) -> Result<(), E>,
+) -> Result<(), E> {
+    // A segment starting at or below this ends below the top.
+    let full_below = u64::MAX - limit_pages * GPU_PAGE_SIZE;
+    // CAST: at most u32::MAX / 64 KiB.
+    let max_more = (limit_pages - 1) as usize;
+    let n = pages.len();
+    let mut i = 0;
+    while i < n {
+        let start = pages[i];
+        i += 1;
+        let more = if start <= full_below {
+            max_more
+        } else {
+            more_near_top(start, limit_pages)
+        };
+        // The pages this segment may take: `more` more at most (all of them
+        // when unbounded and below the top).
+        let window = if BOUNDED || start > full_below {
+            &pages[..n.min(i.saturating_add(more))]
+        } else {
+            pages
+        };
+        // The hot loop: addresses below the top, no overflow checks.
+        let mut next = start.wrapping_add(GPU_PAGE_SIZE);
+        while let Some(&page) = window.get(i) {
+            if page != next {
+                break;
+            }
+            i += 1;
+            next = next.wrapping_add(GPU_PAGE_SIZE);
         }
-        expect = expect.wrapping_add(GPU_PAGE_SIZE);
-        n = n.wrapping_add(1);
+        // CAST: at most `limit_pages` pages, which fit u32.
+        emit(Segment {
+            addr: start,
+            len: next.wrapping_sub(start) as u32,
+        })?;
     }
-    n
-}
-
-impl Iterator for Segments<'_> {
-    type Item = Segment;
-
-    fn next(&mut self) -> Option<Segment> {
-        if self.run.1 == 0 {
-            let first = *self.pages.first()?;
-            let n = run_len(self.pages);
-            self.pages = &self.pages[n..];
-            self.run = (first, n);
-        }
-        let (addr, left) = self.run;
-        let n = left.min(self.limit_pages);
-        // CAST: n <= limit_pages, whose pages fit u32 (`segment_limit`).
-        let len = (n as u64) * GPU_PAGE_SIZE;
-        self.run = (addr.wrapping_add(len), left - n);
-        Some(Segment {
-            addr,
-            // CAST: as above.
-            len: len as u32,
-        })
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -99,7 +112,13 @@ mod tests {
     const P: u64 = GPU_PAGE_SIZE;
 
     fn plan(pages: &[u64], limit: u32) -> Vec<(u64, u32)> {
-        segments(pages, limit).map(|s| (s.addr, s.len)).collect()
+        let mut out = Vec::new();
+        for_each_segment(pages, limit, |s| {
+            out.push((s.addr, s.len));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        out
     }
 
     #[test]
@@ -107,6 +126,26 @@ mod tests {
         let pages: Vec<u64> = (0..16384).map(|i| 0x1_0000_0000 + i * P).collect();
         let segs = plan(&pages, segment_limit(u64::MAX));
         assert_eq!(segs, [(0x1_0000_0000, 1 << 30)]);
+    }
+
+    #[test]
+    fn an_error_from_emit_stops_the_plan() {
+        let pages = [0, 3 * P, 6 * P, 9 * P];
+        let mut seen = 0;
+        let r = for_each_segment(&pages, segment_limit(1 << 31), |s| {
+            seen += 1;
+            if s.addr == 3 * P {
+                Err(s.addr)
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((r, seen), (Err(3 * P), 2));
+    }
+
+    #[test]
+    fn no_pages_no_segments() {
+        assert!(plan(&[], segment_limit(1 << 31)).is_empty());
     }
 
     #[test]

@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The scatterlists `dma_map` hands to the RDMA core. All `unsafe` for them
+//! lives here.
+//!
+//! A table is built in one pass over the segment plan, each entry written
+//! once and whole. Short tables are one exact kmalloc object; longer ones are
+//! chunks from the module's own slab cache (`nvidia_peermem_sg`, see
+//! `src/shim.c`), chained as `sg_next` walks them. That cache has a
+//! constructor, so the slab allocator zeroes a chunk when it creates it and
+//! not again on every allocation (`init_on_alloc`): nothing the core reads
+//! is left unwritten, and entries past the end mark are never read.
+
+use core::mem::MaybeUninit;
+use core::ptr::{self, NonNull};
+
+use kernel::bindings;
+use kernel::ffi::c_ulong;
+use kernel::prelude::*;
+
+use crate::abi;
+use crate::peermem_core::sgplan::{for_each_segment, Segment};
+
+/// Tables of at most this many entries are one exact-size allocation; the
+/// plan is first collected on the stack to find out.
+const SG_EXACT_MAX: usize = 16;
+/// Slots per chunk of a longer table; the last one links to the next chunk.
+// CAST: a small constant from shim.h.
+const SG_CHUNK: usize = abi::NVPM_SG_CHUNK_SLOTS as usize;
+/// Data entries per chunk.
+const SG_CHUNK_ENTRIES: usize = SG_CHUNK - 1;
+
+/// `page_link` bits, from `include/linux/scatterlist.h`.
+const SG_CHAIN: c_ulong = 0x01;
+const SG_END: c_ulong = 0x02;
+
+type Sg = bindings::scatterlist;
+type SgExact = KVec<Sg>;
+
+/// The module's scatterlist chunk cache, destroyed on drop.
+pub(crate) struct SgCache(());
+
+impl SgCache {
+    /// Creates the cache; at most one exists.
+    pub(crate) fn create() -> Result<Self> {
+        // SAFETY: called once, at module init, before any table is built.
+        kernel::error::to_result(unsafe { abi::nvpm_sg_cache_create() })?;
+        Ok(Self(()))
+    }
+}
+
+impl Drop for SgCache {
+    fn drop(&mut self) {
+        // SAFETY: dropped at module exit, after the clients were unregistered:
+        // the core released every registration, and with it every table.
+        unsafe { abi::nvpm_sg_cache_destroy() };
+    }
+}
+
+/// A chunk of `SG_CHUNK` slots from the cache.
+fn alloc_chunk() -> Result<NonNull<Sg>> {
+    // SAFETY: the cache exists while clients are registered (`SgCache`).
+    NonNull::new(unsafe { abi::nvpm_sg_chunk_alloc() }).ok_or(ENOMEM)
+}
+
+/// Frees the chunks of a chain: `count` chunks starting at `first`, each but
+/// the last linked to the next in its last slot.
+///
+/// # Safety
+///
+/// The chunks came from [`alloc_chunk`], are linked as described, and are
+/// not used afterwards.
+unsafe fn free_chunks(first: NonNull<Sg>, count: usize) {
+    let mut chunk = first.as_ptr();
+    for i in 0..count {
+        let next = if i + 1 < count {
+            // SAFETY: a linked chunk's last slot holds the link (caller).
+            let link = unsafe { (*chunk.add(SG_CHUNK - 1)).page_link };
+            link & !(SG_CHAIN | SG_END)
+        } else {
+            0
+        };
+        // SAFETY: from the cache, not used again (caller).
+        unsafe { abi::nvpm_sg_chunk_free(chunk) };
+        // CAST: a link holds the next chunk's address.
+        chunk = next as *mut Sg;
+    }
+}
+
+// `write_entry` writes an entry as four words: `page_link`; `offset` and
+// `length`; `dma_address`; `dma_length` and `dma_flags` (or padding).
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Sg>() == 32 && cfg!(target_endian = "little"));
+    assert!(offset_of!(Sg, page_link) == 0 && offset_of!(Sg, offset) == 8);
+    assert!(offset_of!(Sg, length) == 12 && offset_of!(Sg, dma_address) == 16);
+    assert!(offset_of!(Sg, dma_length) == 24);
+};
+
+/// Writes a data entry for `seg` into `slot` in four stores: DMA address and
+/// length, no page, offset 0.
+///
+/// # Safety
+///
+/// `slot` is valid for writing an entry.
+#[inline(always)]
+unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
+    let len = u64::from(seg.len);
+    // SAFETY: an entry is four aligned words (checked above); valid (caller).
+    unsafe { slot.cast::<[u64; 4]>().write([0, len << 32, seg.addr, len]) };
+}
+
+/// Where the entries go: first a buffer on the caller's stack, then, once
+/// it is full, chained chunks (the stack's entries copied into the first).
+/// The write position is kept by the caller ([`Slots`]), in registers.
+///
+/// # Invariants
+///
+/// `chunks` chunks from `first` on are linked, except the last; `last_link`
+/// is the last one's link slot. With `chunks == 0` nothing is allocated.
+struct SgChain<'a> {
+    stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX],
+    first: NonNull<Sg>,
+    chunks: usize,
+    last_link: *mut Sg,
+}
+
+/// The free slots `cur..end` of the buffer being filled; the slots of the
+/// chain before `cur` are written.
+#[derive(Clone, Copy)]
+struct Slots {
+    cur: *mut Sg,
+    end: *mut Sg,
+}
+
+impl<'a> SgChain<'a> {
+    fn new(stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX]) -> (Self, Slots) {
+        let cur = stack.as_mut_ptr().cast::<Sg>();
+        // SAFETY: one past the end of the buffer.
+        let end = unsafe { cur.add(SG_EXACT_MAX) };
+        let chain = Self {
+            stack,
+            first: NonNull::dangling(),
+            chunks: 0,
+            last_link: ptr::null_mut(),
+        };
+        // INVARIANT: nothing allocated.
+        (chain, Slots { cur, end })
+    }
+
+    /// Moves to a new chunk once `slots` is full: the stack's entries go to
+    /// the first one; a full chunk links to the next in its last slot.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) -> Result<Slots> {
+        let next = alloc_chunk()?.as_ptr();
+        let cur = if self.chunks == 0 {
+            // SAFETY: the stack buffer is full, the chunk has room for it,
+            // and they do not overlap.
+            unsafe {
+                ptr::copy_nonoverlapping(self.stack.as_ptr().cast::<Sg>(), next, SG_EXACT_MAX)
+            };
+            // SAFETY: from the allocator, not null.
+            self.first = unsafe { NonNull::new_unchecked(next) };
+            // SAFETY: within the chunk.
+            unsafe { next.add(SG_EXACT_MAX) }
+        } else {
+            let mut link: Sg = pin_init::zeroed();
+            // CAST: a chain link holds the next chunk's address.
+            link.page_link = next as c_ulong | SG_CHAIN;
+            // SAFETY: the full last chunk's link slot (invariant).
+            unsafe { self.last_link.write(link) };
+            next
+        };
+        // INVARIANT: linked above, or the first chunk.
+        self.chunks += 1;
+        // SAFETY: within the chunk.
+        self.last_link = unsafe { next.add(SG_CHUNK - 1) };
+        Ok(Slots {
+            cur,
+            end: self.last_link,
+        })
+    }
+
+    /// Marks the end of the entries written before `cur`; the table takes
+    /// them from here on.
+    fn finish(self, cur: *mut Sg) -> Result<SgTable> {
+        if self.chunks == 0 {
+            // SAFETY: `cur` is in the stack buffer.
+            let count = unsafe { cur.offset_from(self.stack.as_ptr().cast::<Sg>()) };
+            // CAST: 0..=SG_EXACT_MAX.
+            let count = count as usize;
+            let mut entries = SgExact::with_capacity(count, GFP_KERNEL)?;
+            // SAFETY: the first `count` slots are written.
+            let written =
+                unsafe { core::slice::from_raw_parts(self.stack.as_ptr().cast::<Sg>(), count) };
+            entries.extend_from_slice(written, GFP_KERNEL)?;
+            return SgTable::exact(entries);
+        }
+        // SAFETY: both point into the last chunk.
+        let in_last = unsafe { cur.offset_from(self.last_link.sub(SG_CHUNK - 1)) };
+        let count = usize::try_from(in_last)
+            .ok()
+            .and_then(|n| n.checked_add((self.chunks - 1) * SG_CHUNK_ENTRIES));
+        let nents = count
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > SG_EXACT_MAX as u32 && *n <= i32::MAX as u32)
+            .ok_or(EINVAL)?;
+        // SAFETY: more than `SG_EXACT_MAX` entries are written, the last
+        // one before `cur`.
+        unsafe { (*cur.sub(1)).page_link |= SG_END };
+        let table = SgTable {
+            sgl: self.first,
+            nents,
+        };
+        core::mem::forget(self);
+        // INVARIANT: `nents` entries in chained chunks, the last one marked.
+        Ok(table)
+    }
+}
+
+impl Drop for SgChain<'_> {
+    fn drop(&mut self) {
+        if self.chunks > 0 {
+            // SAFETY: an unfinished chain (invariant), abandoned here.
+            unsafe { free_chunks(self.first, self.chunks) };
+        }
+    }
+}
+
+/// A scatterlist of DMA addresses with no backing `struct page` (BAR memory).
+///
+/// # Invariants
+///
+/// `sgl` heads `nents` (> 0, at most `i32::MAX`) written entries, the last
+/// marked `SG_END`, owned by this value: with at most [`SG_EXACT_MAX`]
+/// entries one [`SgExact`] allocation of capacity `nents`, otherwise
+/// chunks from the cache, each holding [`SG_CHUNK_ENTRIES`] entries and a
+/// link to the next, except the last, which holds the rest.
+pub(crate) struct SgTable {
+    sgl: NonNull<Sg>,
+    nents: u32,
+}
+
+// SAFETY: the entries are plain memory owned by this value.
+unsafe impl Send for SgTable {}
+// SAFETY: no interior mutability through `&SgTable`.
+unsafe impl Sync for SgTable {}
+
+impl SgTable {
+    /// The table for `pages` (the DMA address of each 64 KiB page, at least
+    /// one) with segments of at most `limit` bytes (`segment_limit`).
+    pub(crate) fn new(pages: &[u64], limit: u32) -> Result<Self> {
+        let mut stack = [const { MaybeUninit::uninit() }; SG_EXACT_MAX];
+        let (mut chain, mut slots) = SgChain::new(&mut stack);
+        for_each_segment(pages, limit, |seg| -> Result {
+            if slots.cur == slots.end {
+                slots = chain.grow()?;
+            }
+            // SAFETY: a free slot (`Slots`, and the check above).
+            unsafe {
+                write_entry(slots.cur, seg);
+                slots.cur = slots.cur.add(1);
+            }
+            Ok(())
+        })?;
+        chain.finish(slots.cur)
+    }
+
+    /// A table of the `entries` in one allocation (at most [`SG_EXACT_MAX`]).
+    fn exact(mut entries: SgExact) -> Result<Self> {
+        entries.last_mut().ok_or(EINVAL)?.page_link |= SG_END;
+        let (sgl, len, cap) = entries.into_raw_parts();
+        if len != cap || len > SG_EXACT_MAX {
+            // SAFETY: the parts just taken apart, put back to be freed.
+            drop(unsafe { SgExact::from_raw_parts(sgl, len, cap) });
+            return Err(EINVAL);
+        }
+        // INVARIANT: one allocation of capacity `len`, all written, the last marked.
+        Ok(Self {
+            sgl: NonNull::new(sgl).ok_or(EINVAL)?,
+            // CAST: at most `SG_EXACT_MAX`.
+            nents: len as u32,
+        })
+    }
+
+    /// The number of entries.
+    pub(crate) fn len(&self) -> u32 {
+        self.nents
+    }
+
+    /// The `sg_table` header the core reads.
+    pub(crate) fn header(&self) -> bindings::sg_table {
+        bindings::sg_table {
+            sgl: self.sgl.as_ptr(),
+            nents: self.nents,
+            orig_nents: self.nents,
+        }
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        // CAST: u32 fits usize.
+        let nents = self.nents as usize;
+        if nents <= SG_EXACT_MAX {
+            // SAFETY: one allocation of capacity `nents`, all written (invariant).
+            drop(unsafe { SgExact::from_raw_parts(self.sgl.as_ptr(), nents, nents) });
+        } else {
+            // SAFETY: chained chunks from the cache (invariant), freed once.
+            unsafe { free_chunks(self.sgl, nents.div_ceil(SG_CHUNK_ENTRIES)) };
+        }
+    }
+}
