@@ -16,7 +16,8 @@ Client memory is derived, not measured (the module has no counter for it):
 per registration one kmalloc of the context (ArcInner<GpuPin<RegState>>,
 its size read from the module's DWARF) and the scatterlist the module
 allocates for the SGE count (one exact kmalloc up to 16 entries, chained
-4 KiB chunks beyond), both rounded as the kernel's allocators round them.
+4 KiB slab chunks of 126 entries and a link beyond), both rounded as the
+kernel's allocators round them.
 """
 
 import argparse
@@ -53,16 +54,19 @@ def kmalloc_size(n):
     return PAGE_SIZE << (pages - 1).bit_length()
 
 
-SG_EXACT_MAX = 16  # peer_mem.rs: tables up to this size are one exact allocation
+SG_EXACT_MAX = 16  # scatterlist.rs: tables up to this size are one exact allocation
+SG_CHUNK_SLOTS = 127  # shim.h NVPM_SG_CHUNK_SLOTS: entries per chunk, plus a link
 
 
 def sg_table_bytes(nents, sg_size):
     """What the module's SgTable allocates for nents entries: up to
-    SG_EXACT_MAX one kmalloc of exactly nents entries; beyond, chained 4 KiB
-    chunks of PAGE_SIZE / sg_size slots, one of which links to the next."""
+    SG_EXACT_MAX one kmalloc of exactly nents entries; beyond, chained chunks
+    of SG_CHUNK_SLOTS slots, one of which links to the next, from the
+    module's slab cache (4064-byte objects whose free pointer, kept outside
+    objects with a constructor, brings each to 4 KiB of slab)."""
     if nents <= SG_EXACT_MAX:
         return kmalloc_size(nents * sg_size)
-    per_chunk = PAGE_SIZE // sg_size - 1
+    per_chunk = SG_CHUNK_SLOTS - 1
     return -(-nents // per_chunk) * PAGE_SIZE
 
 

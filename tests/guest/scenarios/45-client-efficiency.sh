@@ -72,6 +72,14 @@ for mode in modern mid legacy; do
 	va=$(nvpm-tool gpu alloc 1G --layout fragmented)
 	one "$t/1G-fragmented" "$va" 1G get_pages_persistent put_pages_persistent
 	expect_eq "$t/1G-fragmented-runs" "$(nvpm-tool gpu runs "$va" | wc -w)" "$nmap"
+	if [ "$mode" = modern ]; then
+		# Its chunks (126 entries each) come from the module's own slab
+		# cache, which admins see in /proc/slabinfo.
+		id=$(nvpm-tool core reg "$va" 1G)
+		active=$(awk '$1 == "nvidia_peermem_sg" {print $2}' /proc/slabinfo)
+		expect_ok "$t/slab-chunks" test "${active:-0}" -ge $(((nmap + 125) / 126))
+		nvpm-tool core dereg "$id"
+	fi
 	nvpm-tool gpu free "$va" >/dev/null
 	# Unaligned start and end inside a contiguous buffer: one SGE; a modern
 	# core trims it from both ends, the tool checks it byte for byte.
@@ -109,9 +117,9 @@ for seg in 1048576:1024 0:16384; do
 	nvpm-tool gpu free "$va" >/dev/null
 	if [ "${seg%%:*}" = 0 ]; then
 		# One SGE per page: exact counts around where the module's table
-		# changes shape (16 entries in one exact allocation, then chained
-		# 4 KiB chunks of 127 entries and a link).
-		for npages in 1 16 17 126 127 128 129 253 254 255 256 381; do
+		# changes shape (16 entries on the stack, then one exact allocation;
+		# beyond, chained chunks of 126 entries and a link).
+		for npages in 1 16 17 125 126 127 128 251 252 253 254 378 379; do
 			va=$(nvpm-tool gpu alloc $((npages * 65536)))
 			one "$t/$npages-pages" "$va" $((npages * 65536)) get_pages_persistent put_pages_persistent
 			expect_eq "$t/$npages-pages-sges" "$npages" "$nmap"
