@@ -105,7 +105,8 @@ const _: () = {
 /// `slot` is valid for writing an entry.
 #[inline(always)]
 unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
-    let len = u64::from(seg.len);
+    // A segment's length fits u32 (`segment_limit`): the high half is 0.
+    let len = seg.len;
     // SAFETY: an entry is four aligned words (checked above); valid (caller).
     unsafe { slot.cast::<[u64; 4]>().write([0, len << 32, seg.addr, len]) };
 }
@@ -155,11 +156,18 @@ impl<'a> SgChain<'a> {
     fn grow(&mut self) -> Result<Slots> {
         let next = alloc_chunk()?.as_ptr();
         let cur = if self.chunks == 0 {
-            // SAFETY: the stack buffer is full, the chunk has room for it,
-            // and they do not overlap.
-            unsafe {
-                ptr::copy_nonoverlapping(self.stack.as_ptr().cast::<Sg>(), next, SG_EXACT_MAX)
-            };
+            // Rewritten from the staged entries' fields rather than copied:
+            // fewer instructions than a 512-byte memcpy.
+            for (i, staged) in self.stack.iter().enumerate() {
+                // SAFETY: the stack buffer is full (written).
+                let staged = unsafe { staged.assume_init_ref() };
+                let seg = Segment {
+                    addr: staged.dma_address,
+                    len: u64::from(staged.length),
+                };
+                // SAFETY: within the new chunk.
+                unsafe { write_entry(next.add(i), seg) };
+            }
             // SAFETY: from the allocator, not null.
             self.first = unsafe { NonNull::new_unchecked(next) };
             // SAFETY: within the chunk.

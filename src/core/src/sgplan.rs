@@ -13,8 +13,9 @@ use super::range::GPU_PAGE_SIZE;
 pub struct Segment {
     /// DMA address of the first byte.
     pub addr: u64,
-    /// Length in bytes: a multiple of 64 KiB, at most the segment limit.
-    pub len: u32,
+    /// Length in bytes: a multiple of 64 KiB, at most the segment limit
+    /// (which fits an SGE's 32-bit length).
+    pub len: u64,
 }
 
 /// The largest segment length usable for a device limit: a multiple of 64 KiB
@@ -94,10 +95,10 @@ fn plan<const BOUNDED: bool, E>(
             i += 1;
             next = next.wrapping_add(GPU_PAGE_SIZE);
         }
-        // CAST: at most `limit_pages` pages, which fit u32.
+        // At most `limit_pages` pages, which fit u32.
         emit(Segment {
             addr: start,
-            len: next.wrapping_sub(start) as u32,
+            len: next.wrapping_sub(start),
         })?;
     }
     Ok(())
@@ -114,7 +115,7 @@ mod tests {
     fn plan(pages: &[u64], limit: u32) -> Vec<(u64, u32)> {
         let mut out = Vec::new();
         for_each_segment(pages, limit, |s| {
-            out.push((s.addr, s.len));
+            out.push((s.addr, u32::try_from(s.len).unwrap()));
             Ok::<(), ()>(())
         })
         .unwrap();
