@@ -22,8 +22,8 @@ use crate::peer_mem::{
 };
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
-use crate::scatterlist::SgTable;
 use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
+use crate::scatterlist::SgTable;
 use crate::stats::{Counter, STATS};
 
 /// The invalidation entry point of the revocable client.
@@ -242,9 +242,7 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
     }
     // Read the driver's addresses under the lock: a free callback waits for us.
     let limit = segment_limit(dev.max_segment_size());
-    let table = pin
-        .dma_addresses()
-        .map(|pages| SgTable::new(pages, limit));
+    let table = pin.dma_addresses().map(|pages| SgTable::new(pages, limit));
     match table {
         Some(Ok(table)) => {
             pin.owner().apply(Event::MapEnd { ok: true })?;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The part of nvidia_peermem that Rust cannot express on 7.3: the version
- * modinfo and the two read-only (0444) module parameters, checked when parsed.
+ * modinfo, the two read-only (0444) module parameters, checked when parsed,
+ * the scatterlist slab cache (no kmem_cache abstraction yet) and wrappers of
+ * static inline helpers.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
