@@ -3,14 +3,16 @@
 //! The scatterlists `dma_map` hands to the RDMA core. All `unsafe` for them
 //! lives here.
 //!
-//! A table is built in one pass over the segment plan, each entry written
-//! once and whole. Short tables are one exact kmalloc object; longer ones are
+//! A table is built in one pass over the driver's page addresses, the
+//! planner (`sgplan`) and the writer fused, each entry written once and
+//! whole. Short tables are one exact kmalloc object; longer ones are
 //! chunks from the module's own slab cache (`nvidia_peermem_sg`, see
 //! `src/shim.c`), chained as `sg_next` walks them. That cache has a
 //! constructor, so the slab allocator zeroes a chunk when it creates it and
 //! not again on every allocation (`init_on_alloc`): nothing the core reads
 //! is left unwritten, and entries past the end mark are never read.
 
+use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::{self, NonNull};
 
@@ -117,10 +119,13 @@ unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
 ///
 /// # Invariants
 ///
-/// `chunks` chunks from `first` on are linked, except the last; `last_link`
-/// is the last one's link slot. With `chunks == 0` nothing is allocated.
+/// `stack` is the caller's buffer of [`SG_EXACT_MAX`] slots (every access
+/// to it goes through this one pointer). `chunks` chunks from `first` on are
+/// linked, except the last; `last_link` is the last one's link slot. With
+/// `chunks == 0` nothing is allocated.
 struct SgChain<'a> {
-    stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX],
+    stack: *mut Sg,
+    _stack: PhantomData<&'a mut [MaybeUninit<Sg>; SG_EXACT_MAX]>,
     first: NonNull<Sg>,
     chunks: usize,
     last_link: *mut Sg,
@@ -139,8 +144,10 @@ impl<'a> SgChain<'a> {
         let cur = stack.as_mut_ptr().cast::<Sg>();
         // SAFETY: one past the end of the buffer.
         let end = unsafe { cur.add(SG_EXACT_MAX) };
+        // INVARIANT: `stack` is the buffer.
         let chain = Self {
-            stack,
+            stack: cur,
+            _stack: PhantomData,
             first: NonNull::dangling(),
             chunks: 0,
             last_link: ptr::null_mut(),
@@ -158,9 +165,9 @@ impl<'a> SgChain<'a> {
         let cur = if self.chunks == 0 {
             // Rewritten from the staged entries' fields rather than copied:
             // fewer instructions than a 512-byte memcpy.
-            for (i, staged) in self.stack.iter().enumerate() {
+            for i in 0..SG_EXACT_MAX {
                 // SAFETY: the stack buffer is full (written).
-                let staged = unsafe { staged.assume_init_ref() };
+                let staged = unsafe { &*self.stack.add(i) };
                 let seg = Segment {
                     addr: staged.dma_address,
                     len: u64::from(staged.length),
@@ -195,13 +202,12 @@ impl<'a> SgChain<'a> {
     fn finish(self, cur: *mut Sg) -> Result<SgTable> {
         if self.chunks == 0 {
             // SAFETY: `cur` is in the stack buffer.
-            let count = unsafe { cur.offset_from(self.stack.as_ptr().cast::<Sg>()) };
+            let count = unsafe { cur.offset_from(self.stack) };
             // CAST: 0..=SG_EXACT_MAX.
             let count = count as usize;
             let mut entries = SgExact::with_capacity(count, GFP_KERNEL)?;
             // SAFETY: the first `count` slots are written.
-            let written =
-                unsafe { core::slice::from_raw_parts(self.stack.as_ptr().cast::<Sg>(), count) };
+            let written = unsafe { core::slice::from_raw_parts(self.stack, count) };
             entries.extend_from_slice(written, GFP_KERNEL)?;
             return SgTable::exact(entries);
         }
