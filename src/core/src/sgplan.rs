@@ -74,15 +74,12 @@ fn plan<const BOUNDED: bool, E>(
     while i < n {
         let start = pages[i];
         i += 1;
-        let more = if start <= full_below {
-            max_more
-        } else {
-            more_near_top(start, limit_pages)
-        };
-        // The pages this segment may take: `more` more at most (all of them
-        // when unbounded and below the top).
-        let window = if BOUNDED || start > full_below {
-            &pages[..n.min(i.saturating_add(more))]
+        // The pages this segment may take: fewer near the top, `max_more`
+        // more when bounded, otherwise all of them.
+        let window = if start > full_below {
+            &pages[..n.min(i.saturating_add(more_near_top(start, limit_pages)))]
+        } else if BOUNDED {
+            &pages[..n.min(i.saturating_add(max_more))]
         } else {
             pages
         };
