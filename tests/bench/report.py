@@ -21,11 +21,13 @@ kernel's allocators round them.
 """
 
 import argparse
+import functools
 import json
 import re
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 GIB = 1 << 30
 PAGE_SIZE = 4096
@@ -55,18 +57,28 @@ def kmalloc_size(n):
 
 
 SG_EXACT_MAX = 16  # scatterlist.rs: tables up to this size are one exact allocation
-SG_CHUNK_SLOTS = 127  # shim.h NVPM_SG_CHUNK_SLOTS: entries per chunk, plus a link
+SHIM_H = Path(__file__).resolve().parents[2] / "src" / "ffi" / "shim.h"
+
+
+@functools.lru_cache(maxsize=None)
+def sg_chunk_slots():
+    """NVPM_SG_CHUNK_SLOTS from src/ffi/shim.h: slots per chunk (entries and
+    a link), the one definition the module is built with."""
+    m = re.search(r"^#define NVPM_SG_CHUNK_SLOTS (\d+)$", SHIM_H.read_text(), re.M)
+    if not m:
+        sys.exit(f"report: no NVPM_SG_CHUNK_SLOTS in {SHIM_H}")
+    return int(m.group(1))
 
 
 def sg_table_bytes(nents, sg_size):
     """What the module's SgTable allocates for nents entries: up to
     SG_EXACT_MAX one kmalloc of exactly nents entries; beyond, chained chunks
-    of SG_CHUNK_SLOTS slots, one of which links to the next, from the
-    module's slab cache (4064-byte objects whose free pointer, kept outside
+    of NVPM_SG_CHUNK_SLOTS slots (shim.h), one of which links to the next,
+    from the module's slab cache (4064-byte objects whose free pointer, kept outside
     objects with a constructor, brings each to 4 KiB of slab)."""
     if nents <= SG_EXACT_MAX:
         return kmalloc_size(nents * sg_size)
-    per_chunk = SG_CHUNK_SLOTS - 1
+    per_chunk = sg_chunk_slots() - 1
     return -(-nents // per_chunk) * PAGE_SIZE
 
 
