@@ -6,11 +6,12 @@
 //! A table is built in one pass over the driver's page addresses, the
 //! planner (`sgplan`) and the writer fused, each entry written once and
 //! whole. Short tables are one exact kmalloc object; longer ones are
-//! chunks from the module's own slab cache (`nvidia_peermem_sg`, see
-//! `src/shim.c`), chained as `sg_next` walks them. That cache has a
-//! constructor, so the slab allocator zeroes a chunk when it creates it and
-//! not again on every allocation (`init_on_alloc`): nothing the core reads
-//! is left unwritten, and entries past the end mark are never read.
+//! chunks from the module's own slab caches (`nvidia_peermem_sg`, 4 KiB, and
+//! `nvidia_peermem_sg_large`, 16 KiB, see `src/shim.c`), chained as
+//! `sg_next` walks them. Those caches have a constructor, so the slab
+//! allocator zeroes a chunk when it creates it and not again on every
+//! allocation (`init_on_alloc`): nothing the core reads is left unwritten,
+//! and entries past the end mark are never read.
 
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
@@ -26,11 +27,6 @@ use crate::peermem_core::sgplan::{for_each_segment, Segment};
 /// Tables of at most this many entries are one exact-size allocation; the
 /// plan is first collected on the stack to find out.
 const SG_EXACT_MAX: usize = 16;
-/// Slots per chunk of a longer table; the last one links to the next chunk.
-// CAST: a small constant from shim.h.
-const SG_CHUNK: usize = abi::NVPM_SG_CHUNK_SLOTS as usize;
-/// Data entries per chunk.
-const SG_CHUNK_ENTRIES: usize = SG_CHUNK - 1;
 
 /// `page_link` bits, from `include/linux/scatterlist.h`.
 const SG_CHAIN: c_ulong = 0x01;
@@ -39,11 +35,11 @@ const SG_END: c_ulong = 0x02;
 type Sg = bindings::scatterlist;
 type SgExact = KVec<Sg>;
 
-/// The module's scatterlist chunk cache, destroyed on drop.
+/// The module's scatterlist chunk caches, destroyed on drop.
 pub(crate) struct SgCache(());
 
 impl SgCache {
-    /// Creates the cache; at most one exists.
+    /// Creates the caches; at most one `SgCache` exists.
     pub(crate) fn create() -> Result<Self> {
         // SAFETY: called once, at module init, before any table is built.
         kernel::error::to_result(unsafe { abi::nvpm_sg_cache_create() })?;
@@ -59,33 +55,67 @@ impl Drop for SgCache {
     }
 }
 
-/// A chunk of `SG_CHUNK` slots from the cache.
-fn alloc_chunk() -> Result<NonNull<Sg>> {
-    // SAFETY: the cache exists while clients are registered (`SgCache`).
-    NonNull::new(unsafe { abi::nvpm_sg_chunk_alloc() }).ok_or(ENOMEM)
+/// The chunk size of a chained table: one small chunk for a table that
+/// cannot outgrow it, large ones otherwise (a quarter of the allocations for
+/// a large fragmented table).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ChunkSize {
+    Small,
+    Large,
 }
 
-/// Frees the chunks of a chain: `count` chunks starting at `first`, each but
-/// the last linked to the next in its last slot.
-///
-/// # Safety
-///
-/// The chunks came from [`alloc_chunk`], are linked as described, and are
-/// not used afterwards.
-unsafe fn free_chunks(first: NonNull<Sg>, count: usize) {
-    let mut chunk = first.as_ptr();
-    for i in 0..count {
-        let next = if i + 1 < count {
-            // SAFETY: a linked chunk's last slot holds the link (caller).
-            let link = unsafe { (*chunk.add(SG_CHUNK - 1)).page_link };
-            link & !(SG_CHAIN | SG_END)
+impl ChunkSize {
+    /// The size for a table of at most `max_entries` entries.
+    fn for_entries(max_entries: usize) -> Self {
+        if max_entries <= Self::Small.entries() {
+            Self::Small
         } else {
-            0
-        };
-        // SAFETY: from the cache, not used again (caller).
-        unsafe { abi::nvpm_sg_chunk_free(chunk) };
-        // CAST: a link holds the next chunk's address.
-        chunk = next as *mut Sg;
+            Self::Large
+        }
+    }
+
+    /// Slots per chunk; the last one links to the next chunk.
+    const fn slots(self) -> usize {
+        // CAST: small constants from shim.h.
+        match self {
+            Self::Small => abi::NVPM_SG_CHUNK_SLOTS as usize,
+            Self::Large => abi::NVPM_SG_LARGE_CHUNK_SLOTS as usize,
+        }
+    }
+
+    /// Data entries per chunk.
+    const fn entries(self) -> usize {
+        self.slots() - 1
+    }
+
+    /// A chunk from the cache of this size.
+    fn alloc(self) -> Result<NonNull<Sg>> {
+        // SAFETY: the caches exist while clients are registered (`SgCache`).
+        NonNull::new(unsafe { abi::nvpm_sg_chunk_alloc(self == Self::Large) }).ok_or(ENOMEM)
+    }
+
+    /// Frees the chunks of a chain: `count` chunks starting at `first`, each
+    /// but the last linked to the next in its last slot.
+    ///
+    /// # Safety
+    ///
+    /// The chunks came from [`ChunkSize::alloc`] of this size, are linked as
+    /// described, and are not used afterwards.
+    unsafe fn free_chain(self, first: NonNull<Sg>, count: usize) {
+        let mut chunk = first.as_ptr();
+        for i in 0..count {
+            let next = if i + 1 < count {
+                // SAFETY: a linked chunk's last slot holds the link (caller).
+                let link = unsafe { (*chunk.add(self.slots() - 1)).page_link };
+                link & !(SG_CHAIN | SG_END)
+            } else {
+                0
+            };
+            // SAFETY: from the cache of this size, not used again (caller).
+            unsafe { abi::nvpm_sg_chunk_free(chunk, self == Self::Large) };
+            // CAST: a link holds the next chunk's address.
+            chunk = next as *mut Sg;
+        }
     }
 }
 
@@ -99,8 +129,8 @@ const _: () = {
     assert!(offset_of!(Sg, dma_length) == 24);
 };
 
-/// Writes a data entry for `seg` into `slot` in four stores: DMA address and
-/// length, no page, offset 0.
+/// Writes a data entry for `seg` into `slot`: DMA address and length, no
+/// page, offset 0.
 ///
 /// # Safety
 ///
@@ -109,8 +139,17 @@ const _: () = {
 unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
     // A segment's length fits u32 (`segment_limit`): the high half is 0.
     let len = seg.len;
-    // SAFETY: an entry is four aligned words (checked above); valid (caller).
-    unsafe { slot.cast::<[u64; 4]>().write([0, len << 32, seg.addr, len]) };
+    let words = slot.cast::<u64>();
+    // SAFETY: an entry is four aligned words (checked above), `offset` and
+    // `length` the low and high half of the second; valid (caller).
+    unsafe {
+        words.write(0);
+        words.add(1).cast::<u32>().write(0);
+        // CAST: fits u32, see above.
+        words.add(1).cast::<u32>().add(1).write(len as u32);
+        words.add(2).write(seg.addr);
+        words.add(3).write(len);
+    }
 }
 
 /// Where the entries go: first a buffer on the caller's stack, then, once
@@ -120,12 +159,13 @@ unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
 /// # Invariants
 ///
 /// `stack` is the caller's buffer of [`SG_EXACT_MAX`] slots (every access
-/// to it goes through this one pointer). `chunks` chunks from `first` on are
-/// linked, except the last; `last_link` is the last one's link slot. With
-/// `chunks == 0` nothing is allocated.
+/// to it goes through this one pointer). `chunks` chunks of `size` from
+/// `first` on are linked, except the last; `last_link` is the last one's
+/// link slot. With `chunks == 0` nothing is allocated.
 struct SgChain<'a> {
     stack: *mut Sg,
     _stack: PhantomData<&'a mut [MaybeUninit<Sg>; SG_EXACT_MAX]>,
+    size: ChunkSize,
     first: NonNull<Sg>,
     chunks: usize,
     last_link: *mut Sg,
@@ -140,7 +180,8 @@ struct Slots {
 }
 
 impl<'a> SgChain<'a> {
-    fn new(stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX]) -> (Self, Slots) {
+    /// A chain for at most `max_entries` entries.
+    fn new(stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX], max_entries: usize) -> (Self, Slots) {
         let cur = stack.as_mut_ptr().cast::<Sg>();
         // SAFETY: one past the end of the buffer.
         let end = unsafe { cur.add(SG_EXACT_MAX) };
@@ -148,6 +189,7 @@ impl<'a> SgChain<'a> {
         let chain = Self {
             stack: cur,
             _stack: PhantomData,
+            size: ChunkSize::for_entries(max_entries),
             first: NonNull::dangling(),
             chunks: 0,
             last_link: ptr::null_mut(),
@@ -161,7 +203,7 @@ impl<'a> SgChain<'a> {
     #[cold]
     #[inline(never)]
     fn grow(&mut self) -> Result<Slots> {
-        let next = alloc_chunk()?.as_ptr();
+        let next = self.size.alloc()?.as_ptr();
         let cur = if self.chunks == 0 {
             // Rewritten from the staged entries' fields rather than copied:
             // fewer instructions than a 512-byte memcpy.
@@ -190,7 +232,7 @@ impl<'a> SgChain<'a> {
         // INVARIANT: linked above, or the first chunk.
         self.chunks += 1;
         // SAFETY: within the chunk.
-        self.last_link = unsafe { next.add(SG_CHUNK - 1) };
+        self.last_link = unsafe { next.add(self.size.slots() - 1) };
         Ok(Slots {
             cur,
             end: self.last_link,
@@ -212,10 +254,10 @@ impl<'a> SgChain<'a> {
             return SgTable::exact(entries);
         }
         // SAFETY: both point into the last chunk.
-        let in_last = unsafe { cur.offset_from(self.last_link.sub(SG_CHUNK - 1)) };
+        let in_last = unsafe { cur.offset_from(self.last_link.sub(self.size.slots() - 1)) };
         let count = usize::try_from(in_last)
             .ok()
-            .and_then(|n| n.checked_add((self.chunks - 1) * SG_CHUNK_ENTRIES));
+            .and_then(|n| n.checked_add((self.chunks - 1) * self.size.entries()));
         let nents = count
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n > SG_EXACT_MAX as u32 && *n <= i32::MAX as u32)
@@ -226,6 +268,7 @@ impl<'a> SgChain<'a> {
         let table = SgTable {
             sgl: self.first,
             nents,
+            size: self.size,
         };
         core::mem::forget(self);
         // INVARIANT: `nents` entries in chained chunks, the last one marked.
@@ -237,7 +280,7 @@ impl Drop for SgChain<'_> {
     fn drop(&mut self) {
         if self.chunks > 0 {
             // SAFETY: an unfinished chain (invariant), abandoned here.
-            unsafe { free_chunks(self.first, self.chunks) };
+            unsafe { self.size.free_chain(self.first, self.chunks) };
         }
     }
 }
@@ -249,11 +292,12 @@ impl Drop for SgChain<'_> {
 /// `sgl` heads `nents` (> 0, at most `i32::MAX`) written entries, the last
 /// marked `SG_END`, owned by this value: with at most [`SG_EXACT_MAX`]
 /// entries one [`SgExact`] allocation of capacity `nents`, otherwise
-/// chunks from the cache, each holding [`SG_CHUNK_ENTRIES`] entries and a
-/// link to the next, except the last, which holds the rest.
+/// chunks of `size`, each holding its entries and a link to the next,
+/// except the last, which holds the rest.
 pub(crate) struct SgTable {
     sgl: NonNull<Sg>,
     nents: u32,
+    size: ChunkSize,
 }
 
 // SAFETY: the entries are plain memory owned by this value.
@@ -266,7 +310,8 @@ impl SgTable {
     /// one) with segments of at most `limit` bytes (`segment_limit`).
     pub(crate) fn new(pages: &[u64], limit: u32) -> Result<Self> {
         let mut stack = [const { MaybeUninit::uninit() }; SG_EXACT_MAX];
-        let (mut chain, mut slots) = SgChain::new(&mut stack);
+        // A segment takes at least one page.
+        let (mut chain, mut slots) = SgChain::new(&mut stack, pages.len());
         for_each_segment(pages, limit, |seg| -> Result {
             if slots.cur == slots.end {
                 slots = chain.grow()?;
@@ -295,6 +340,7 @@ impl SgTable {
             sgl: NonNull::new(sgl).ok_or(EINVAL)?,
             // CAST: at most `SG_EXACT_MAX`.
             nents: len as u32,
+            size: ChunkSize::Small,
         })
     }
 
@@ -321,8 +367,9 @@ impl Drop for SgTable {
             // SAFETY: one allocation of capacity `nents`, all written (invariant).
             drop(unsafe { SgExact::from_raw_parts(self.sgl.as_ptr(), nents, nents) });
         } else {
-            // SAFETY: chained chunks from the cache (invariant), freed once.
-            unsafe { free_chunks(self.sgl, nents.div_ceil(SG_CHUNK_ENTRIES)) };
+            let chunks = nents.div_ceil(self.size.entries());
+            // SAFETY: chained chunks of `size` (invariant), freed once.
+            unsafe { self.size.free_chain(self.sgl, chunks) };
         }
     }
 }

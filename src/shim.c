@@ -73,11 +73,12 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev)
 }
 
 #define NVPM_SG_CHUNK_BYTES (NVPM_SG_CHUNK_SLOTS * sizeof(struct scatterlist))
+#define NVPM_SG_LARGE_CHUNK_BYTES (NVPM_SG_LARGE_CHUNK_SLOTS * sizeof(struct scatterlist))
 
-static struct kmem_cache *nvpm_sg_cache;
+static struct kmem_cache *nvpm_sg_cache, *nvpm_sg_large_cache;
 
 /*
- * Zeroes a chunk once, when its slab is made. A cache with a constructor is
+ * Zero a chunk once, when its slab is made. A cache with a constructor is
  * not zeroed again per allocation (init_on_alloc): the Rust side writes
  * every entry it hands out whole, and the core reads none past the end mark.
  */
@@ -86,27 +87,41 @@ static void nvpm_sg_chunk_ctor(void *chunk)
 	memset(chunk, 0, NVPM_SG_CHUNK_BYTES);
 }
 
+static void nvpm_sg_large_chunk_ctor(void *chunk)
+{
+	memset(chunk, 0, NVPM_SG_LARGE_CHUNK_BYTES);
+}
+
 int nvpm_sg_cache_create(void)
 {
 	nvpm_sg_cache = kmem_cache_create("nvidia_peermem_sg", NVPM_SG_CHUNK_BYTES,
 					  __alignof__(struct scatterlist), 0, nvpm_sg_chunk_ctor);
-	return nvpm_sg_cache ? 0 : -ENOMEM;
+	nvpm_sg_large_cache = kmem_cache_create("nvidia_peermem_sg_large",
+						NVPM_SG_LARGE_CHUNK_BYTES,
+						__alignof__(struct scatterlist), 0,
+						nvpm_sg_large_chunk_ctor);
+	if (nvpm_sg_cache && nvpm_sg_large_cache)
+		return 0;
+	nvpm_sg_cache_destroy();
+	return -ENOMEM;
 }
 
 void nvpm_sg_cache_destroy(void)
 {
+	kmem_cache_destroy(nvpm_sg_large_cache);
 	kmem_cache_destroy(nvpm_sg_cache);
+	nvpm_sg_large_cache = NULL;
 	nvpm_sg_cache = NULL;
 }
 
-struct scatterlist *nvpm_sg_chunk_alloc(void)
+struct scatterlist *nvpm_sg_chunk_alloc(bool large)
 {
-	return kmem_cache_alloc(nvpm_sg_cache, GFP_KERNEL);
+	return kmem_cache_alloc(large ? nvpm_sg_large_cache : nvpm_sg_cache, GFP_KERNEL);
 }
 
-void nvpm_sg_chunk_free(struct scatterlist *chunk)
+void nvpm_sg_chunk_free(struct scatterlist *chunk, bool large)
 {
-	kmem_cache_free(nvpm_sg_cache, chunk);
+	kmem_cache_free(large ? nvpm_sg_large_cache : nvpm_sg_cache, chunk);
 }
 
 struct workqueue_struct *nvpm_wq_create(void)

@@ -18,16 +18,18 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev);
 struct workqueue_struct *nvpm_wq_create(void);
 void nvpm_wq_destroy(struct workqueue_struct *wq);
 /*
- * Scatterlist chunks: 127 slots (126 entries and a chain link), so that a
- * chunk and the slab's free pointer, kept outside objects with a
- * constructor, fit 4 KiB.
+ * Scatterlist chunks, in two sizes: 127 slots (126 entries and a chain link)
+ * and 511 (510 and a link), so that a chunk and the slab's free pointer,
+ * kept outside objects with a constructor, fit 4 KiB and 16 KiB.
  */
 #define NVPM_SG_CHUNK_SLOTS 127
+#define NVPM_SG_LARGE_CHUNK_SLOTS 511
 struct scatterlist;
 int nvpm_sg_cache_create(void);
 void nvpm_sg_cache_destroy(void);
-struct scatterlist *nvpm_sg_chunk_alloc(void);
-void nvpm_sg_chunk_free(struct scatterlist *chunk);
+/* A chunk of NVPM_SG_LARGE_CHUNK_SLOTS slots if large, else NVPM_SG_CHUNK_SLOTS. */
+struct scatterlist *nvpm_sg_chunk_alloc(bool large);
+void nvpm_sg_chunk_free(struct scatterlist *chunk, bool large);
 /* One shared rate limit for error lines on hot paths. */
 bool nvpm_ratelimit(void);
 /* /sys/kernel/debug/nvidia_peermem/stats. */

@@ -60,26 +60,36 @@ SG_EXACT_MAX = 16  # scatterlist.rs: tables up to this size are one exact alloca
 SHIM_H = Path(__file__).resolve().parents[2] / "src" / "ffi" / "shim.h"
 
 
+GPU_PAGE = 64 << 10
+
+
 @functools.lru_cache(maxsize=None)
-def sg_chunk_slots():
-    """NVPM_SG_CHUNK_SLOTS from src/ffi/shim.h: slots per chunk (entries and
-    a link), the one definition the module is built with."""
-    m = re.search(r"^#define NVPM_SG_CHUNK_SLOTS (\d+)$", SHIM_H.read_text(), re.M)
+def sg_chunk_slots(name):
+    """A chunk size from src/ffi/shim.h (slots per chunk: entries and a link),
+    the one definition the module is built with."""
+    m = re.search(rf"^#define {name} (\d+)$", SHIM_H.read_text(), re.M)
     if not m:
-        sys.exit(f"report: no NVPM_SG_CHUNK_SLOTS in {SHIM_H}")
+        sys.exit(f"report: no {name} in {SHIM_H}")
     return int(m.group(1))
 
 
-def sg_table_bytes(nents, sg_size):
-    """What the module's SgTable allocates for nents entries: up to
-    SG_EXACT_MAX one kmalloc of exactly nents entries; beyond, chained chunks
-    of NVPM_SG_CHUNK_SLOTS slots (shim.h), one of which links to the next,
-    from the module's slab cache (4064-byte objects whose free pointer, kept outside
-    objects with a constructor, brings each to 4 KiB of slab)."""
+def sg_table_bytes(nents, size_bytes, sg_size):
+    """What the module's SgTable allocates for nents entries of a size_bytes
+    registration: up to SG_EXACT_MAX one kmalloc of exactly nents entries;
+    beyond, chained chunks from the module's slab caches, each chunk's last
+    slot linking to the next. Small chunks (NVPM_SG_CHUNK_SLOTS, 4 KiB of
+    slab) when the table cannot outgrow one, else large ones
+    (NVPM_SG_LARGE_CHUNK_SLOTS, 16 KiB). A cache with
+    a constructor keeps the free pointer outside the object, which is why
+    chunks are a slot short of a power of two."""
     if nents <= SG_EXACT_MAX:
         return kmalloc_size(nents * sg_size)
-    per_chunk = sg_chunk_slots() - 1
-    return -(-nents // per_chunk) * PAGE_SIZE
+    small = sg_chunk_slots("NVPM_SG_CHUNK_SLOTS")
+    large = sg_chunk_slots("NVPM_SG_LARGE_CHUNK_SLOTS")
+    max_entries = -(-size_bytes // GPU_PAGE)  # a segment takes at least a page
+    slots, chunk_bytes = ((small, PAGE_SIZE) if max_entries <= small - 1
+                          else (large, 4 * PAGE_SIZE))
+    return -(-nents // (slots - 1)) * chunk_bytes
 
 
 def dwarf_size(ko, name):
@@ -174,7 +184,7 @@ def analyse(sgs, loops, ctx_bytes, sg_size):
         else:
             row["sges_per_reg"] = sum(lp.get("sges", 0) for lp in lps) / count
             nents = round(row["sges_per_reg"])
-            row["sg_bytes_per_reg"] = sg_table_bytes(nents, sg_size)
+            row["sg_bytes_per_reg"] = sg_table_bytes(nents, size, sg_size)
             row["client_bytes_per_reg"] = kmalloc_size(ctx_bytes) + row["sg_bytes_per_reg"]
             bare_lps = cells.get((cost, bare, layout, size), [])
             bare_per = {lp["rep"]: (lp["elapsed_ns"] + lp["drain_ns"]) / lp["count"]

@@ -73,11 +73,11 @@ for mode in modern mid legacy; do
 	one "$t/1G-fragmented" "$va" 1G get_pages_persistent put_pages_persistent
 	expect_eq "$t/1G-fragmented-runs" "$(nvpm-tool gpu runs "$va" | wc -w)" "$nmap"
 	if [ "$mode" = modern ]; then
-		# Its chunks (126 entries each) come from the module's own slab
+		# Its chunks (510 entries each) come from the module's own slab
 		# cache, which admins see in /proc/slabinfo.
 		id=$(nvpm-tool core reg "$va" 1G)
-		active=$(awk '$1 == "nvidia_peermem_sg" {print $2}' /proc/slabinfo)
-		expect_ok "$t/slab-chunks" test "${active:-0}" -ge $(((nmap + 125) / 126))
+		active=$(awk '$1 == "nvidia_peermem_sg_large" {print $2}' /proc/slabinfo)
+		expect_ok "$t/slab-chunks" test "${active:-0}" -ge $(((nmap + 509) / 510))
 		nvpm-tool core dereg "$id"
 	fi
 	nvpm-tool gpu free "$va" >/dev/null
@@ -118,8 +118,9 @@ for seg in 1048576:1024 0:16384; do
 	if [ "${seg%%:*}" = 0 ]; then
 		# One SGE per page: exact counts around where the module's table
 		# changes shape (16 entries on the stack, then one exact allocation;
-		# beyond, chained chunks of 126 entries and a link).
-		for npages in 1 16 17 125 126 127 128 251 252 253 254 378 379; do
+		# up to 126, one small chunk; beyond, chained large chunks of 510
+		# entries and a link).
+		for npages in 1 16 17 125 126 127 128 509 510 511 512 1020 1021; do
 			va=$(nvpm-tool gpu alloc $((npages * 65536)))
 			one "$t/$npages-pages" "$va" $((npages * 65536)) get_pages_persistent put_pages_persistent
 			expect_eq "$t/$npages-pages-sges" "$npages" "$nmap"

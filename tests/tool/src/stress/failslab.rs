@@ -300,11 +300,11 @@ fn workload(
             Err(e) => Err(format!("'{cmd}' failed ({}): {}", e.name(), e.why)),
         }
     };
-    // 16 MiB fragmented: about 128 SGEs, so the scatterlist spills from the
+    // 64 MiB fragmented: about 513 SGEs, so the scatterlist spills from the
     // stack into a first chunk and links a second (each allocation can fail).
-    let a = gpu.number("alloc 16M fragmented")?;
+    let a = gpu.number("alloc 64M fragmented")?;
     let b = gpu.number("alloc 1M shuffled")?;
-    let r1 = step(0, core, &format!("reg {a:#x} 16M inval"))?;
+    let r1 = step(0, core, &format!("reg {a:#x} 64M inval"))?;
     let r2 = step(1, core, &format!("reg {:#x} 500000", b + 4097))?;
     step(2, gpu, &format!("free {a:#x}"))?;
     if let Some(id) = r1 {
