@@ -87,6 +87,11 @@ static void nvpm_sg_chunk_ctor(void *chunk)
 	memset(chunk, 0, NVPM_SG_CHUNK_BYTES);
 }
 
+/*
+ * Large chunks are 16 KiB objects: slabs of order 2 or 3, which the page
+ * allocator retries rather than fails (PAGE_ALLOC_COSTLY_ORDER); SLUB falls
+ * back to the smallest order that holds one object.
+ */
 static void nvpm_sg_large_chunk_ctor(void *chunk)
 {
 	memset(chunk, 0, NVPM_SG_LARGE_CHUNK_BYTES);
