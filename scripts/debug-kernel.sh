@@ -47,7 +47,7 @@ if [ "$cmd" = run ]; then
 	[ -r "$BZIMAGE" ] || die "$BZIMAGE is missing: run make debug-kernel"
 	exec scripts/in-chroot.sh env KREL="$KREL" KDIR="$KDIR_CHROOT" KMAKE_FLAGS="$KMAKE_FLAGS" \
 		VMLINUZ="${BZIMAGE#"$CHROOT"}" DEBIAN_MODULES="${MODULES#"$CHROOT"}" \
-		GUEST_OUT=build/guest-debug GUEST_TIMEOUT="${GUEST_TIMEOUT:-1800}" GUEST_KMEMLEAK=1 \
+		GUEST_OUT=build/guest-debug GUEST_TIMEOUT="${GUEST_TIMEOUT:-2400}" GUEST_KMEMLEAK=1 \
 		GUEST_APPEND="$BOOT_APPEND${GUEST_APPEND:+ $GUEST_APPEND}" "$@"
 fi
 

@@ -300,11 +300,12 @@ fn workload(
             Err(e) => Err(format!("'{cmd}' failed ({}): {}", e.name(), e.why)),
         }
     };
-    // 64 MiB fragmented: about 513 SGEs, so the scatterlist spills from the
-    // stack into a first chunk and links a second (each allocation can fail).
-    let a = gpu.number("alloc 64M fragmented")?;
+    // 34 MiB shuffled: about 544 SGEs (one per page), so the scatterlist
+    // spills from the stack into a first chunk (510 entries) and links a
+    // second (each allocation can fail).
+    let a = gpu.number("alloc 34M shuffled")?;
     let b = gpu.number("alloc 1M shuffled")?;
-    let r1 = step(0, core, &format!("reg {a:#x} 64M inval"))?;
+    let r1 = step(0, core, &format!("reg {a:#x} 34M inval"))?;
     let r2 = step(1, core, &format!("reg {:#x} 500000", b + 4097))?;
     step(2, gpu, &format!("free {a:#x}"))?;
     if let Some(id) = r1 {
