@@ -203,7 +203,8 @@ impl<'a> SgChain<'a> {
     #[cold]
     #[inline(never)]
     fn grow(&mut self) -> Result<Slots> {
-        let next = self.size.alloc()?.as_ptr();
+        let chunk = self.size.alloc()?;
+        let next = chunk.as_ptr();
         let cur = if self.chunks == 0 {
             // Rewritten from the staged entries' fields rather than copied:
             // fewer instructions than a 512-byte memcpy.
@@ -217,8 +218,7 @@ impl<'a> SgChain<'a> {
                 // SAFETY: within the new chunk.
                 unsafe { write_entry(next.add(i), seg) };
             }
-            // SAFETY: from the allocator, not null.
-            self.first = unsafe { NonNull::new_unchecked(next) };
+            self.first = chunk;
             // SAFETY: within the chunk.
             unsafe { next.add(SG_EXACT_MAX) }
         } else {
@@ -340,6 +340,7 @@ impl SgTable {
             sgl: NonNull::new(sgl).ok_or(EINVAL)?,
             // CAST: at most `SG_EXACT_MAX`.
             nents: len as u32,
+            // Not used: an exact table has no chunks.
             size: ChunkSize::Small,
         })
     }

@@ -2,7 +2,7 @@
 /*
  * The part of nvidia_peermem that Rust cannot express on 7.3: the version
  * modinfo, the two read-only (0444) module parameters, checked when parsed,
- * the scatterlist slab cache (no kmem_cache abstraction yet) and wrappers of
+ * the scatterlist slab caches (no kmem_cache abstraction yet) and wrappers of
  * static inline helpers.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt

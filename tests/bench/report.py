@@ -15,9 +15,9 @@ the bare provider loop of the same API and repetition (adjacent in time).
 Client memory is derived, not measured (the module has no counter for it):
 per registration one kmalloc of the context (ArcInner<GpuPin<RegState>>,
 its size read from the module's DWARF) and the scatterlist the module
-allocates for the SGE count (one exact kmalloc up to 16 entries, chained
-4 KiB slab chunks of 126 entries and a link beyond), both rounded as the
-kernel's allocators round them.
+allocates for the SGE count (one exact kmalloc up to 16 entries; beyond,
+slab chunks of 126 entries and a link, or of 510 for registrations of more
+than 126 pages), both rounded as the kernel's allocators round them.
 """
 
 import argparse
@@ -58,8 +58,6 @@ def kmalloc_size(n):
 
 SG_EXACT_MAX = 16  # scatterlist.rs: tables up to this size are one exact allocation
 SHIM_H = Path(__file__).resolve().parents[2] / "src" / "ffi" / "shim.h"
-
-
 GPU_PAGE = 64 << 10
 
 
