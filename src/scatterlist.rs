@@ -10,8 +10,14 @@
 //! `nvidia_peermem_sg_large`, 16 KiB, see `src/shim.c`), chained as
 //! `sg_next` walks them. Those caches have a constructor, so the slab
 //! allocator zeroes a chunk when it creates it and not again on every
-//! allocation (`init_on_alloc`): nothing the core reads is left unwritten,
-//! and entries past the end mark are never read.
+//! allocation (`init_on_alloc`); entries past the end mark are never read.
+//!
+//! Clean slots: a chunk in the cache has `page_link` and `offset` 0 in
+//! every slot (the constructor's state), so an entry is written as its
+//! length and DMA fields only (three stores). Freeing a chunk restores that
+//! state: it clears the chain link and the end mark, the only `page_link`
+//! bits this module sets. The RDMA core writes only an entry's length and
+//! DMA fields (trimming, MOFED's `fix_peer_sgls`), never these two.
 
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
@@ -95,20 +101,27 @@ impl ChunkSize {
     }
 
     /// Frees the chunks of a chain: `count` chunks starting at `first`, each
-    /// but the last linked to the next in its last slot.
+    /// but the last linked to the next in its last slot; `end_mark` is the
+    /// slot of the last chunk marked as the end, if any. Each chunk goes back
+    /// clean.
     ///
     /// # Safety
     ///
     /// The chunks came from [`ChunkSize::alloc`] of this size, are linked as
-    /// described, and are not used afterwards.
-    unsafe fn free_chain(self, first: NonNull<Sg>, count: usize) {
+    /// described, have no other `page_link` or `offset` set, and are not used
+    /// afterwards.
+    unsafe fn free_chain(self, first: NonNull<Sg>, count: usize, end_mark: Option<usize>) {
         let mut chunk = first.as_ptr();
         for i in 0..count {
             let next = if i + 1 < count {
                 // SAFETY: a linked chunk's last slot holds the link (caller).
-                let link = unsafe { (*chunk.add(self.slots() - 1)).page_link };
-                link & !(SG_CHAIN | SG_END)
+                let link = unsafe { &mut (*chunk.add(self.slots() - 1)).page_link };
+                core::mem::take(link) & !(SG_CHAIN | SG_END)
             } else {
+                if let Some(slot) = end_mark {
+                    // SAFETY: the marked slot of the last chunk (caller).
+                    unsafe { (*chunk.add(slot)).page_link = 0 };
+                }
                 0
             };
             // SAFETY: from the cache of this size, not used again (caller).
@@ -119,8 +132,8 @@ impl ChunkSize {
     }
 }
 
-// `write_entry` writes an entry as four words: `page_link`; `offset` and
-// `length`; `dma_address`; `dma_length` and `dma_flags` (or padding).
+// An entry is four words: `page_link`; `offset` and `length`;
+// `dma_address`; `dma_length` and `dma_flags` (or padding).
 const _: () = {
     use core::mem::{offset_of, size_of};
     assert!(size_of::<Sg>() == 32 && cfg!(target_endian = "little"));
@@ -129,26 +142,40 @@ const _: () = {
     assert!(offset_of!(Sg, dma_length) == 24);
 };
 
-/// Writes a data entry for `seg` into `slot`: DMA address and length, no
-/// page, offset 0.
+/// Writes a data entry for `seg` into the clean `slot`: length, DMA
+/// address and DMA length (no page and offset 0 are there already).
 ///
 /// # Safety
 ///
-/// `slot` is valid for writing an entry.
+/// `slot` is valid for writing an entry and clean (`page_link` and `offset` 0).
 #[inline(always)]
 unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
     // A segment's length fits u32 (`segment_limit`): the high half is 0.
     let len = seg.len;
     let words = slot.cast::<u64>();
-    // SAFETY: an entry is four aligned words (checked above), `offset` and
-    // `length` the low and high half of the second; valid (caller).
+    // SAFETY: an entry is four aligned words (checked above), `length` the
+    // high half of the second; valid (caller).
     unsafe {
-        words.write(0);
-        words.add(1).cast::<u32>().write(0);
         // CAST: fits u32, see above.
         words.add(1).cast::<u32>().add(1).write(len as u32);
         words.add(2).write(seg.addr);
         words.add(3).write(len);
+    }
+}
+
+/// Makes the first `count` slots at `slots` clean.
+///
+/// # Safety
+///
+/// The slots are valid for writes.
+unsafe fn clean(slots: *mut Sg, count: usize) {
+    for i in 0..count {
+        let words = slots.wrapping_add(i).cast::<u64>();
+        // SAFETY: `page_link` and `offset` of a valid slot (caller).
+        unsafe {
+            words.write(0);
+            words.add(1).cast::<u32>().write(0);
+        }
     }
 }
 
@@ -159,20 +186,22 @@ unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
 /// # Invariants
 ///
 /// `stack` is the caller's buffer of [`SG_EXACT_MAX`] slots (every access
-/// to it goes through this one pointer). `chunks` chunks of `size` from
+/// to it goes through this one pointer), of which the first `staged` are
+/// used, and were clean until written. `chunks` chunks of `size` from
 /// `first` on are linked, except the last; `last_link` is the last one's
 /// link slot. With `chunks == 0` nothing is allocated.
 struct SgChain<'a> {
     stack: *mut Sg,
     _stack: PhantomData<&'a mut [MaybeUninit<Sg>; SG_EXACT_MAX]>,
+    staged: usize,
     size: ChunkSize,
     first: NonNull<Sg>,
     chunks: usize,
     last_link: *mut Sg,
 }
 
-/// The free slots `cur..end` of the buffer being filled; the slots of the
-/// chain before `cur` are written.
+/// The free slots `cur..end` of the buffer being filled, all clean; the
+/// slots of the chain before `cur` are written.
 #[derive(Clone, Copy)]
 struct Slots {
     cur: *mut Sg,
@@ -183,12 +212,16 @@ impl<'a> SgChain<'a> {
     /// A chain for at most `max_entries` entries.
     fn new(stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX], max_entries: usize) -> (Self, Slots) {
         let cur = stack.as_mut_ptr().cast::<Sg>();
-        // SAFETY: one past the end of the buffer.
-        let end = unsafe { cur.add(SG_EXACT_MAX) };
-        // INVARIANT: `stack` is the buffer.
+        let staged = max_entries.min(SG_EXACT_MAX);
+        // SAFETY: slots of the buffer.
+        unsafe { clean(cur, staged) };
+        // SAFETY: at most one past the end of the buffer.
+        let end = unsafe { cur.add(staged) };
+        // INVARIANT: `stack` is the buffer, its first `staged` slots clean.
         let chain = Self {
             stack: cur,
             _stack: PhantomData,
+            staged,
             size: ChunkSize::for_entries(max_entries),
             first: NonNull::dangling(),
             chunks: 0,
@@ -208,8 +241,8 @@ impl<'a> SgChain<'a> {
         let cur = if self.chunks == 0 {
             // Rewritten from the staged entries' fields rather than copied:
             // fewer instructions than a 512-byte memcpy.
-            for i in 0..SG_EXACT_MAX {
-                // SAFETY: the stack buffer is full (written).
+            for i in 0..self.staged {
+                // SAFETY: the used part of the stack buffer is full (written).
                 let staged = unsafe { &*self.stack.add(i) };
                 let seg = Segment {
                     addr: staged.dma_address,
@@ -219,8 +252,8 @@ impl<'a> SgChain<'a> {
                 unsafe { write_entry(next.add(i), seg) };
             }
             self.first = chunk;
-            // SAFETY: within the chunk.
-            unsafe { next.add(SG_EXACT_MAX) }
+            // SAFETY: within the chunk (`staged` <= `SG_EXACT_MAX`).
+            unsafe { next.add(self.staged) }
         } else {
             let mut link: Sg = pin_init::zeroed();
             // CAST: a chain link holds the next chunk's address.
@@ -279,8 +312,8 @@ impl<'a> SgChain<'a> {
 impl Drop for SgChain<'_> {
     fn drop(&mut self) {
         if self.chunks > 0 {
-            // SAFETY: an unfinished chain (invariant), abandoned here.
-            unsafe { self.size.free_chain(self.first, self.chunks) };
+            // SAFETY: an unfinished chain (invariant, no end mark), abandoned here.
+            unsafe { self.size.free_chain(self.first, self.chunks, None) };
         }
     }
 }
@@ -368,9 +401,12 @@ impl Drop for SgTable {
             // SAFETY: one allocation of capacity `nents`, all written (invariant).
             drop(unsafe { SgExact::from_raw_parts(self.sgl.as_ptr(), nents, nents) });
         } else {
-            let chunks = nents.div_ceil(self.size.entries());
-            // SAFETY: chained chunks of `size` (invariant), freed once.
-            unsafe { self.size.free_chain(self.sgl, chunks) };
+            let entries = self.size.entries();
+            let chunks = nents.div_ceil(entries);
+            let end_mark = nents - 1 - (chunks - 1) * entries;
+            // SAFETY: chained chunks of `size`, the last entry marked
+            // (invariant), freed once.
+            unsafe { self.size.free_chain(self.sgl, chunks, Some(end_mark)) };
         }
     }
 }

@@ -79,8 +79,10 @@ static struct kmem_cache *nvpm_sg_cache, *nvpm_sg_large_cache;
 
 /*
  * Zero a chunk once, when its slab is made. A cache with a constructor is
- * not zeroed again per allocation (init_on_alloc): the Rust side writes
- * every entry it hands out whole, and the core reads none past the end mark.
+ * not zeroed again per allocation (init_on_alloc), and a chunk keeps its
+ * contents while free. The Rust side relies on that: every slot of a free
+ * chunk has page_link and offset 0 (it clears its chain links and end mark
+ * before freeing), so an entry is written as its length and DMA fields.
  */
 static void nvpm_sg_chunk_ctor(void *chunk)
 {

@@ -767,7 +767,13 @@ static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 	mr->sg_va = start;
 	if (!walk)
 		return 0;
-	for_each_sg(mr->sgt.sgl, sg, mr->nmap, i) {
+	for (i = 0, sg = mr->sgt.sgl; i < mr->nmap; i++, sg = sg_next(sg)) {
+		if (!sg) {
+			msim_violation(V_SG_COVERAGE, "%s: the SG list ends after %d of %d SGEs",
+				       mr->client->name, i, mr->nmap);
+			sim_reply(r, "error: the SG list ends after %d SGEs\n", i);
+			return -EPROTO;
+		}
 		if (!sg_dma_len(sg) || !PAGE_ALIGNED(sg_dma_address(sg)) ||
 		    !PAGE_ALIGNED(sg_dma_len(sg))) {
 			msim_violation(V_SG_ALIGN,
@@ -775,6 +781,14 @@ static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 				       mr->client->name, i, (u64)sg_dma_address(sg),
 				       sg_dma_len(sg));
 			sim_reply(r, "error: SGE %d is not page aligned\n", i);
+			return -EPROTO;
+		}
+		/* BAR memory: no struct page, the DMA address is the whole story. */
+		if (sg_page(sg) || sg->offset) {
+			msim_violation(V_SG_ALIGN, "%s: SGE %d has a page (%#lx) or an offset (%u)",
+				       mr->client->name, i, sg->page_link & ~(SG_CHAIN | SG_END),
+				       sg->offset);
+			sim_reply(r, "error: SGE %d has a page or an offset\n", i);
 			return -EPROTO;
 		}
 		total += sg_dma_len(sg);

@@ -119,7 +119,9 @@ for seg in 1048576:1024 0:16384; do
 		# One SGE per page: exact counts around where the module's table
 		# changes shape (16 entries on the stack, then one exact allocation;
 		# up to 126, one small chunk; beyond, chained large chunks of 510
-		# entries and a link).
+		# entries and a link). In ascending order, a freed chunk comes back
+		# with its old end mark inside the next, longer table: the module
+		# must have cleared it (the core simulator's walk checks every SGE).
 		for npages in 1 16 17 125 126 127 128 509 510 511 512 1020 1021; do
 			va=$(nvpm-tool gpu alloc $((npages * 65536)))
 			one "$t/$npages-pages" "$va" $((npages * 65536)) get_pages_persistent put_pages_persistent
