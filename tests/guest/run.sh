@@ -22,6 +22,8 @@ cd "$(dirname "$0")/../.."
 OUT=${GUEST_OUT:-build/guest}
 ROOT=$OUT/initramfs
 LOG=$OUT/serial.log
+# The second serial port: only the result lines (tests/guest/lib.sh).
+RESULTS=$OUT/results.log
 rm -rf "$ROOT" && mkdir -p "$ROOT"/{etc,proc,sys,dev,tmp,run,tests,usr/bin,usr/sbin,usr/lib/modules,usr/lib64}
 for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done # merged /usr, as in trixie
 
@@ -75,20 +77,28 @@ chmod +x "$ROOT/init"
 (cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$OUT/initramfs.cpio.gz"
 
 echo "guest: booting $KREL (TCG), scenarios: $(cd "$ROOT/tests" && ls [0-9]*.sh | wc -l)"
-rm -f "$LOG"
+rm -f "$LOG" "$RESULTS"
 t0=$SECONDS
 # shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
 timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2 \
-	-nographic -no-reboot -serial "file:$LOG" -monitor none \
+	-nographic -no-reboot -serial "file:$LOG" -serial "file:$RESULTS" -monitor none \
 	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
 	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
 echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"
-grep -E '^NVPM-RESULT ' "$LOG.txt" | sed 's/^NVPM-RESULT /  /' || true
+tr -d '\r' <"$RESULTS" >"$RESULTS.txt" 2>/dev/null || : >"$RESULTS.txt"
+# Results from their own port; from the console only if that port stayed
+# empty (a guest kernel without a second UART), where lines can be cut.
+from=$RESULTS.txt
+if ! grep -q '^NVPM-RESULT ' "$from"; then
+	from=$LOG.txt
+	grep -q '^NVPM-RESULT ' "$from" && echo "guest: no results on the second serial port, reading the console's"
+fi
+grep -E '^NVPM-RESULT ' "$from" | sed 's/^NVPM-RESULT /  /' || true
 grep -E '^NVPM-FIGURES ' "$LOG.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
-pass=$(grep -c '^NVPM-RESULT PASS ' "$LOG.txt" || true)
-fail=$(grep -c '^NVPM-RESULT FAIL ' "$LOG.txt" || true)
+pass=$(grep -c '^NVPM-RESULT PASS ' "$from" || true)
+fail=$(grep -c '^NVPM-RESULT FAIL ' "$from" || true)
 if ! grep -q '^NVPM-DONE' "$LOG.txt"; then
 	echo "  FAIL guest/completed: the guest did not finish (crash or timeout); tail of the log:"
 	tail -n 30 "$LOG.txt" | sed 's/^/    /'
