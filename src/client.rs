@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
-use crate::nvidia_p2p::{GpuPin, P2pError, PinGuard, PinKind, PinOwner, TeardownQueue};
+use crate::nvidia_p2p::{GpuPin, P2pError, PinGuard, PinKind, PinOwner};
 use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut,
 };
@@ -28,8 +28,6 @@ use crate::stats::{Counter, STATS};
 
 /// The invalidation entry point of the revocable client.
 static REVOCABLE_SLOT: InvalidatorSlot = InvalidatorSlot::new();
-/// Where revocable pins are unpinned, away from the core's locks.
-pub(crate) static TEARDOWN_QUEUE: TeardownQueue = TeardownQueue::new();
 /// The persistent API was refused once (logged once).
 static PERSISTENT_REFUSED: AtomicBool = AtomicBool::new(false);
 /// The driver's page-table ABI was logged (at the first pin).
@@ -281,6 +279,8 @@ fn put_pages(ctx: ArcBorrow<'_, Context>) {
 fn release(ctx: Arc<Context>) {
     let pin = lock_after_forward(&ctx);
     end_of_use(ctx.as_arc_borrow(), pin, Event::Release);
+    // A revocable pin's unpin, parked by put_pages.
+    ctx.run_parked_teardown();
     // Freed here, not in put_pages: a core may skip put_pages after an
     // invalidation, never release.
     let sg = ctx.lock().owner().sg.take();
@@ -311,10 +311,13 @@ fn lock_after_forward(ctx: &Context) -> PinGuard<'_, RegState> {
 /// put_pages or release, with `pin` (the lock of `ctx`) held: unpins if the
 /// registration still holds pages.
 ///
-/// Revocable pages are unpinned from the module's workqueue: the core may
-/// call us holding a lock its invalidation path takes (MOFED 5.1 to 5.4-2),
-/// while the driver's unpin waits for a free callback that waits for that
-/// lock (bug 2696789).
+/// put_pages of revocable pages leaves the unpin to `release`: MOFED 5.1 to
+/// 5.4-2 call put_pages holding the umem's `mapping_lock`, which their
+/// invalidation takes, while the driver's unpin waits for a running free
+/// callback, which forwards that invalidation (bug 2696789). Every core
+/// calls `release` right after put_pages and without that lock; MOFED 5.0
+/// and earlier call it inside an invalidation only, when the pages are
+/// already revoked. So the pages are unpinned before deregistration returns.
 fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, event: Event) {
     let Ok(Action::Teardown) = pin.owner().apply(event) else {
         return;
@@ -322,15 +325,14 @@ fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, even
     let kind = ctx.kind();
     let teardown = pin.take_teardown(kind);
     pin.owner().unaccount();
+    if kind == PinKind::Revocable && event == Event::PutPages {
+        STATS.add(Counter::DeferredReleases, 1);
+        pin.park_teardown(teardown);
+        return;
+    }
     drop(pin);
     let ctx: Arc<Context> = ctx.into();
-    match kind {
-        PinKind::Revocable => {
-            STATS.add(Counter::DeferredReleases, 1);
-            ctx.defer_teardown(teardown, &TEARDOWN_QUEUE);
-        }
-        PinKind::Persistent => ctx.run_teardown(teardown),
-    }
+    ctx.run_teardown(teardown);
 }
 
 impl Drop for RegState {

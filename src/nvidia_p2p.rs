@@ -25,14 +25,12 @@
 //! held across `dma_map`.
 
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::ffi::c_void;
 
 use kernel::bindings;
 use kernel::prelude::*;
 use kernel::sync::CondVar;
 use kernel::sync::{Arc, ArcBorrow, Mutex};
-use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 use kernel::{new_condvar, new_mutex, try_pin_init};
 
 use crate::abi;
@@ -111,7 +109,7 @@ pub(crate) trait PinOwner: Send + Sized + Unpin + 'static {
     /// The callback is about to return; called with the lock held.
     fn revoke_end(&mut self);
 
-    /// A deferred teardown finished; called with the lock held.
+    /// A teardown finished; called with the lock held.
     fn teardown_end(&mut self);
 }
 
@@ -152,8 +150,8 @@ struct Inner<T> {
     putting: bool,
     /// `map` is inside `dma_map_pages`; a callback waits for it (`map_done`).
     mapping_in_flight: bool,
-    /// Work for the deferred teardown.
-    pending: Option<Teardown>,
+    /// A teardown parked until the core's `release` (`park_teardown`).
+    parked: Option<Teardown>,
 }
 
 /// One pinned range of GPU memory; see the module documentation.
@@ -166,12 +164,6 @@ pub(crate) struct GpuPin<T: PinOwner> {
     /// Signalled when `mapping_in_flight` drops.
     #[pin]
     map_done: CondVar,
-    #[pin]
-    work: Work<GpuPin<T>>,
-}
-
-impl_has_work! {
-    impl{T: PinOwner} HasWork<GpuPin<T>> for GpuPin<T> { self.work }
 }
 
 /// The pin's lock, held.
@@ -194,10 +186,9 @@ impl<T: PinOwner> GpuPin<T> {
                     pinning: false,
                     putting: false,
                     mapping_in_flight: false,
-                    pending: None,
+                    parked: None,
                 }),
                 map_done <- new_condvar!("GpuPin::map_done"),
-                work <- new_work!("GpuPin::work"),
             }),
             GFP_KERNEL,
         )
@@ -354,66 +345,11 @@ impl<T: PinOwner> GpuPin<T> {
         self.inner.lock().owner.teardown_end();
     }
 
-    /// Unmaps and unpins from `queue`, holding a reference until done.
-    pub(crate) fn defer_teardown(self: Arc<Self>, teardown: Teardown, queue: &TeardownQueue) {
-        let wq = queue.wq.load(Ordering::Acquire);
-        if wq.is_null() {
-            return self.run_teardown(teardown);
-        }
-        self.inner.lock().pending = Some(teardown);
-        // SAFETY: the queue lives until `TeardownQueue::stop`, which the module
-        // calls only once no context (and so no pin) is left.
-        let queue = unsafe { workqueue::Queue::from_raw(wq) };
-        if let Err(this) = queue.enqueue(self) {
-            // Cannot happen: a pin is torn down once. Do it here rather than leak.
-            if let Some(teardown) = this.inner.lock().pending.take() {
-                this.run_teardown(teardown);
-            }
-        }
-    }
-}
-
-/// The module's own workqueue for deferred teardowns.
-pub(crate) struct TeardownQueue {
-    wq: AtomicPtr<bindings::workqueue_struct>,
-}
-
-impl TeardownQueue {
-    /// A queue not started yet; teardowns run synchronously until `start`.
-    pub(crate) const fn new() -> Self {
-        Self {
-            wq: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    /// Allocates the workqueue.
-    pub(crate) fn start(&self) -> Result {
-        // SAFETY: plain allocation.
-        let wq = unsafe { abi::nvpm_wq_create() };
-        if wq.is_null() {
-            return Err(ENOMEM);
-        }
-        self.wq.store(wq, Ordering::Release);
-        Ok(())
-    }
-
-    /// Drains and frees the workqueue.
-    pub(crate) fn stop(&self) {
-        let wq = self.wq.swap(ptr::null_mut(), Ordering::AcqRel);
-        if !wq.is_null() {
-            // SAFETY: allocated in `start`, freed once (swapped out above).
-            unsafe { abi::nvpm_wq_destroy(wq) };
-        }
-    }
-}
-
-impl<T: PinOwner> WorkItem for GpuPin<T> {
-    type Pointer = Arc<GpuPin<T>>;
-
-    fn run(this: Arc<GpuPin<T>>) {
-        let teardown = this.inner.lock().pending.take();
-        if let Some(teardown) = teardown {
-            this.run_teardown(teardown);
+    /// Runs the teardown parked by [`PinGuard::park_teardown`], if any.
+    pub(crate) fn run_parked_teardown(self: &Arc<Self>) {
+        let parked = self.inner.lock().parked.take();
+        if let Some(teardown) = parked {
+            self.run_teardown(teardown);
         }
     }
 }
@@ -444,6 +380,13 @@ impl<T: PinOwner> PinGuard<'_, T> {
     /// Takes the handles out for a teardown; a callback from now on owns nothing.
     pub(crate) fn take_teardown(&mut self, kind: PinKind) -> Teardown {
         take_teardown(&mut self.guard, kind)
+    }
+
+    /// Keeps `teardown` for [`GpuPin::run_parked_teardown`]. The pin stays
+    /// in the driver until then; a free callback meanwhile leaves it to the
+    /// driver, as during any teardown.
+    pub(crate) fn park_teardown(&mut self, teardown: Teardown) {
+        self.guard.parked = Some(teardown);
     }
 
     /// Takes only the mapping out, to undo a `map` the client cannot use.

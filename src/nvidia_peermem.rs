@@ -22,7 +22,7 @@ mod stats;
 #[path = "core/src/lib.rs"]
 mod peermem_core;
 
-use client::{Clients, Config, TEARDOWN_QUEUE};
+use client::{Clients, Config};
 
 /// The module version (the repository's VERSION file).
 const VERSION: &str = env!("NVPM_VERSION");
@@ -51,9 +51,8 @@ impl kernel::Module for NvidiaPeermem {
             peerdirect: params.peerdirect,
         };
         let sg_cache = scatterlist::SgCache::create()?;
-        TEARDOWN_QUEUE.start()?;
         let stats = shim::StatsFile::create();
-        let clients = Clients::register(&config, VERSION).inspect_err(|_| TEARDOWN_QUEUE.stop())?;
+        let clients = Clients::register(&config, VERSION)?;
         let mut names = clients.names();
         let (first, second) = (names.next(), names.next());
         pr_info!(
@@ -78,10 +77,9 @@ impl kernel::Module for NvidiaPeermem {
 
 impl Drop for NvidiaPeermem {
     fn drop(&mut self) {
-        // Unregistering waits until the core released every registration;
-        // then drain the unpins still queued.
+        // Unregistering waits until the core released every registration
+        // (and so unpinned it).
         drop(self.clients.take());
-        TEARDOWN_QUEUE.stop();
         pr_info!("unloaded\n");
     }
 }

@@ -17,7 +17,6 @@
 #include <linux/ratelimit.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
-#include <linux/workqueue.h>
 
 #include NVPM_PEER_MEM_HEADER
 #include "shim.h"
@@ -129,16 +128,6 @@ struct scatterlist *nvpm_sg_chunk_alloc(bool large)
 void nvpm_sg_chunk_free(struct scatterlist *chunk, bool large)
 {
 	kmem_cache_free(large ? nvpm_sg_large_cache : nvpm_sg_cache, chunk);
-}
-
-struct workqueue_struct *nvpm_wq_create(void)
-{
-	return alloc_workqueue("nvidia_peermem", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-}
-
-void nvpm_wq_destroy(struct workqueue_struct *wq)
-{
-	destroy_workqueue(wq);
 }
 
 static DEFINE_RATELIMIT_STATE(nvpm_rs, 5 * HZ, 10);

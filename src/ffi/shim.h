@@ -8,15 +8,11 @@ int nvpm_param_peerdirect_support(void);
 
 struct device;
 struct pci_dev;
-struct workqueue_struct;
 
 /* The PCI device behind dev, or NULL if dev is not a PCI device. */
 struct pci_dev *nvpm_to_pci_dev(struct device *dev);
 /* dma_get_max_seg_size() (static inline in C). */
 unsigned int nvpm_dma_max_seg_size(struct device *dev);
-/* The module's own workqueue for deferred unpinning. */
-struct workqueue_struct *nvpm_wq_create(void);
-void nvpm_wq_destroy(struct workqueue_struct *wq);
 /*
  * Scatterlist chunks, in two sizes: 127 slots (126 entries and a chain link)
  * and 511 (510 and a link), so that a chunk and the slab's free pointer,

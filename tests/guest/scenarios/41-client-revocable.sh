@@ -32,6 +32,20 @@ for mode in modern mid legacy; do
 		expect_eq "$t/core-invalidated" 1 "$(nvpm-tool core events "$id" 2>&1)"
 		expect_ok "$t/dereg-after-invalidation" nvpm-tool core dereg "$id"
 		expect_match "$t/forwarded" "^invalidations_forwarded [1-9]" "$(cat $STATS)"
+		# Deregistration returns with the pages unpinned (BAR1 given back),
+		# even when the driver's unpin is slow (every call sleeps 20 ms):
+		# put_pages leaves the unpin to release, which waits for it.
+		va=$(nvpm-tool gpu alloc 64M --layout fragmented)
+		id=$(nvpm-tool core reg "$va" 64M --inval)
+		moved=$(awk '$1 == "deferred_releases" {print $2}' "$STATS")
+		nvpm-tool gpu set cost_us 20000
+		expect_ok "$t/slow-unpin-dereg" nvpm-tool core dereg "$id"
+		expect_counter "$t/unpinned-at-dereg" gpu pins.live 0
+		expect_counter "$t/unmapped-at-dereg" gpu mappings.live 0
+		expect_match "$t/unaccounted-at-dereg" "^pinned_bytes 0$" "$(cat $STATS)"
+		expect_match "$t/unpin-moved-to-release" "^deferred_releases $((moved + 1))$" "$(cat $STATS)"
+		nvpm-tool gpu set cost_us 0
+		expect_eq "$t/slow-unpin-free" 0 "$(nvpm-tool gpu free "$va" 2>&1)"
 		unload_stack "$t"
 	done
 done
