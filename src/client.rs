@@ -323,13 +323,13 @@ fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, even
         return;
     };
     let kind = ctx.kind();
-    let teardown = pin.take_teardown(kind);
     pin.owner().unaccount();
     if kind == PinKind::Revocable && event == Event::PutPages {
         STATS.add(Counter::DeferredReleases, 1);
-        pin.park_teardown(teardown);
+        pin.park_teardown();
         return;
     }
+    let teardown = pin.take_teardown(kind);
     drop(pin);
     let ctx: Arc<Context> = ctx.into();
     ctx.run_teardown(teardown);

@@ -150,8 +150,9 @@ struct Inner<T> {
     putting: bool,
     /// `map` is inside `dma_map_pages`; a callback waits for it (`map_done`).
     mapping_in_flight: bool,
-    /// A teardown parked until the core's `release` (`park_teardown`).
-    parked: Option<Teardown>,
+    /// The teardown waits for the core's `release` (`park_teardown`); the
+    /// handles stay here until then.
+    parked: bool,
 }
 
 /// One pinned range of GPU memory; see the module documentation.
@@ -186,7 +187,7 @@ impl<T: PinOwner> GpuPin<T> {
                     pinning: false,
                     putting: false,
                     mapping_in_flight: false,
-                    parked: None,
+                    parked: false,
                 }),
                 map_done <- new_condvar!("GpuPin::map_done"),
             }),
@@ -347,10 +348,14 @@ impl<T: PinOwner> GpuPin<T> {
 
     /// Runs the teardown parked by [`PinGuard::park_teardown`], if any.
     pub(crate) fn run_parked_teardown(self: &Arc<Self>) {
-        let parked = self.inner.lock().parked.take();
-        if let Some(teardown) = parked {
-            self.run_teardown(teardown);
-        }
+        let teardown = {
+            let mut inner = self.inner.lock();
+            if !core::mem::take(&mut inner.parked) {
+                return;
+            }
+            take_teardown(&mut inner, self.kind)
+        };
+        self.run_teardown(teardown);
     }
 }
 
@@ -382,11 +387,11 @@ impl<T: PinOwner> PinGuard<'_, T> {
         take_teardown(&mut self.guard, kind)
     }
 
-    /// Keeps `teardown` for [`GpuPin::run_parked_teardown`]. The pin stays
-    /// in the driver until then; a free callback meanwhile leaves it to the
-    /// driver, as during any teardown.
-    pub(crate) fn park_teardown(&mut self, teardown: Teardown) {
-        self.guard.parked = Some(teardown);
+    /// Leaves the teardown to [`GpuPin::run_parked_teardown`]. The pages
+    /// stay pinned until then; a free callback meanwhile takes them back, as
+    /// during any teardown.
+    pub(crate) fn park_teardown(&mut self) {
+        self.guard.parked = true;
     }
 
     /// Takes only the mapping out, to undo a `map` the client cannot use.
