@@ -96,9 +96,10 @@ verify() {
 }
 
 # loop T CLIENT VA SIZE COUNT: one timed loop; sets res to
-# "elapsed_ns=T drain_ns=D" and the counter deltas. The revocable client
-# unpins from a workqueue: a loop lasts until the last deferred unpin has run
-# (drain: from the loop's end until the GPU holds no pin, 0 if none was left).
+# "elapsed_ns=T drain_ns=D" and the counter deltas. A loop lasts until the
+# GPU holds no pin (drain: from the loop's end until then, 0 if none was
+# left; a client that unpinned after deregistration returned would pay it
+# here, as this module's revocable client did until 2026-11-22).
 loop() {
 	l_t=$1 l_c=$2 l_va=$3 l_size=$4 l_n=$5
 	l_before=$(counters)

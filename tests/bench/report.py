@@ -7,8 +7,8 @@ guest's serial log, prints a table per cost setting with the issue's targets
 (PASS/MISS), and writes the JSON rows.
 
 Timing: one loop = N register/deregister cycles in the core simulator, timed
-in the kernel, plus the wait for the revocable client's deferred unpins
-(drain). Time per registration = (elapsed + drain) / N; a cell's value is the
+in the kernel, plus the wait for unpins still running after the loop (drain,
+0 when every unpin is done when deregistration returns). Time per registration = (elapsed + drain) / N; a cell's value is the
 median over the repetitions; a client's ratio is the median of the ratios to
 the bare provider loop of the same API and repetition (adjacent in time).
 

@@ -12,8 +12,7 @@
 G1=1073741824
 
 # calls T PIN UNPIN N: since the last `nvpm-tool gpu reset`, N pins with PIN,
-# N maps, N unmaps, N unpins with UNPIN and no other API call (deferred
-# unpins waited for).
+# N maps, N unmaps, N unpins with UNPIN and no other API call.
 calls() {
 	nvpm-tool gpu wait-idle >/dev/null || fail "$1/idle" "pins left"
 	c=$(nvpm-tool gpu counters)
@@ -91,7 +90,7 @@ for mode in modern mid legacy; do
 done
 
 # NVIDIA's legacy layout: the revocable nv_mem also pins once (the pin of its
-# ownership probe), and unpins once, from its workqueue.
+# ownership probe), and unpins once, in release.
 t=revocable
 load_stack "$t" "" "" "persistent_api_support=0" || exit 0
 va=$(nvpm-tool gpu alloc 1G)
