@@ -22,7 +22,7 @@ pub enum Phase {
     Mapped,
     /// The core called `dma_unmap`: the NIC no longer uses the pages.
     Unmapped,
-    /// Unmap and unpin are running in the driver (now or from a work item).
+    /// Unmap and unpin are running in the driver, or wait for `release`.
     /// `revoked`: a free callback arrived meanwhile (the driver serialises it).
     TearingDown {
         /// A free callback fired while the teardown was running.

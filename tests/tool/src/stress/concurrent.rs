@@ -362,7 +362,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     let figures = format!(
         "{}: {} threads, {} ops in {:.1} s ({:.0} ops/s), seed {}: \
          reg {} ok, {} failed ({}); dereg {}; alloc {}; free {}; \
-         invalidations {} (forwarded {}, deferred unpins {})",
+         invalidations {} (forwarded {}, unpins moved to release {})",
         stack.describe(),
         threads,
         all.ops,
