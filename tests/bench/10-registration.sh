@@ -33,7 +33,11 @@
 nocheck=--nocheck
 [ "$BENCH_CHECKS" = 0 ] || nocheck=
 
-bench() { echo "NVPM-BENCH $*"; }
+# On the console and on the results port, where no kernel message cuts in.
+bench() {
+	echo "NVPM-BENCH $*"
+	echo "NVPM-BENCH $*" >>"${NVPM_RESULTS:-/dev/null}"
+}
 
 bytes() {
 	case $1 in

@@ -38,7 +38,11 @@ GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_S
 grep -E '^guest:|FAIL|SUMMARY' "$OUT/guest.log" || true
 echo "bench: host load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-python3 tests/bench/report.py "$OUT/serial.log.txt" --json build/bench.json --module nvidia_peermem.ko \
+# The bench lines from the results port (tests/guest/run.sh), the console's
+# if that port stayed empty.
+log=$OUT/results.log.txt
+grep -q '^NVPM-BENCH ' "$log" 2>/dev/null || log=$OUT/serial.log.txt
+python3 tests/bench/report.py "$log" --json build/bench.json --module nvidia_peermem.ko \
 	--icount "$icount" || rc=1
 if [ "$rc" != 0 ]; then
 	echo "bench: the guest run failed (see $OUT/guest.log and $OUT/serial.log.txt)"
