@@ -325,7 +325,7 @@ fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, even
     let kind = ctx.kind();
     pin.owner().unaccount();
     if kind == PinKind::Revocable && event == Event::PutPages {
-        STATS.add(Counter::DeferredReleases, 1);
+        STATS.add(Counter::UnpinsInRelease, 1);
         pin.park_teardown();
         return;
     }

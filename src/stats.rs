@@ -30,7 +30,8 @@ counters! {
     Declines => c"declines",
     Invalidations => c"invalidations",
     InvalidationsForwarded => c"invalidations_forwarded",
-    DeferredReleases => c"deferred_releases",
+    // The name predates the unpin's move from a workqueue to release.
+    UnpinsInRelease => c"deferred_releases",
     Sges => c"sges",
     ErrorsAcquire => c"errors_acquire",
     ErrorsDmaMap => c"errors_dma_map",

@@ -33,11 +33,7 @@
 nocheck=--nocheck
 [ "$BENCH_CHECKS" = 0 ] || nocheck=
 
-# On the console and on the results port, where no kernel message cuts in.
-bench() {
-	echo "NVPM-BENCH $*"
-	echo "NVPM-BENCH $*" >>"${NVPM_RESULTS:-/dev/null}"
-}
+bench() { report "NVPM-BENCH $*"; }
 
 bytes() {
 	case $1 in

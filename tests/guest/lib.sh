@@ -2,14 +2,14 @@
 # that tests/guest/run.sh counts.
 # shellcheck shell=sh
 
-# A result line goes to the console and to the results port (init), where
-# no kernel message can cut into it.
-result() {
-	echo "NVPM-RESULT $*"
-	echo "NVPM-RESULT $*" >>"${NVPM_RESULTS:-/dev/null}"
+# report LINE: to the console and to the results port (init), where no
+# kernel message can cut into it.
+report() {
+	echo "$*"
+	echo "$*" >>"${NVPM_RESULTS:-/dev/null}"
 }
-pass() { result "PASS $SCENARIO/$1"; }
-fail() { result "FAIL $SCENARIO/$1 $2"; }
+pass() { report "NVPM-RESULT PASS $SCENARIO/$1"; }
+fail() { report "NVPM-RESULT FAIL $SCENARIO/$1 $2"; }
 
 # expect_eq NAME EXPECTED ACTUAL
 expect_eq() {

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/../.."
 OUT=${GUEST_OUT:-build/guest}
 ROOT=$OUT/initramfs
 LOG=$OUT/serial.log
-# The second serial port: only the result lines (tests/guest/lib.sh).
+# The second serial port: only the result and bench lines (report in tests/guest/lib.sh).
 RESULTS=$OUT/results.log
 rm -rf "$ROOT" && mkdir -p "$ROOT"/{etc,proc,sys,dev,tmp,run,tests,usr/bin,usr/sbin,usr/lib/modules,usr/lib64}
 for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done # merged /usr, as in trixie

@@ -786,8 +786,7 @@ static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 		/* BAR memory: no struct page, the DMA address is the whole story. */
 		if (sg_page(sg) || sg->offset) {
 			msim_violation(V_SG_ALIGN, "%s: SGE %d has a page (%#lx) or an offset (%u)",
-				       mr->client->name, i, sg->page_link & ~(SG_CHAIN | SG_END),
-				       sg->offset);
+				       mr->client->name, i, (unsigned long)sg_page(sg), sg->offset);
 			sim_reply(r, "error: SGE %d has a page or an offset\n", i);
 			return -EPROTO;
 		}
