@@ -53,19 +53,31 @@ pub(crate) struct RegState {
 
 impl RegState {
     /// Applies `event`; returns the action, or the errno the core gets.
+    /// Inlined: each caller's event is a constant, which leaves a test of
+    /// the phase or two.
+    #[inline]
     fn apply(&mut self, event: Event) -> Result<Action> {
         match step(self.phase, event) {
             Ok((next, action)) => {
                 self.phase = next;
                 Ok(action)
             }
-            Err(Refusal::Revoked) => Err(EFAULT),
-            Err(Refusal::OutOfOrder) => {
+            Err(refusal) => Err(self.refuse(event, refusal)),
+        }
+    }
+
+    /// The errno for a refused `event`, counted and logged if out of order.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, event: Event, refusal: Refusal) -> Error {
+        match refusal {
+            Refusal::Revoked => EFAULT,
+            Refusal::OutOfOrder => {
                 STATS.add(Counter::OutOfOrderCalls, 1);
                 if crate::shim::ratelimit() {
                     pr_warn!("{:?} refused in phase {:?}\n", event, self.phase);
                 }
-                Err(EINVAL)
+                EINVAL
             }
         }
     }

@@ -5,19 +5,20 @@
 //!
 //! A table is built in one pass over the driver's page addresses, the
 //! planner (`sgplan`) and the writer fused, each entry written once and
-//! whole. Short tables are one exact kmalloc object; longer ones are
-//! chunks from the module's own slab caches (`nvidia_peermem_sg`, 4 KiB, and
-//! `nvidia_peermem_sg_large`, 16 KiB, see `src/shim.c`), chained as
-//! `sg_next` walks them. Those caches have a constructor, so the slab
-//! allocator zeroes a chunk when it creates it and not again on every
-//! allocation (`init_on_alloc`); entries past the end mark are never read.
+//! whole. All of it comes from the module's own slab caches (`src/shim.c`):
+//! a table of up to 16 entries is one object of 1, 2, 4, 8 or 16 slots
+//! (`nvidia_peermem_sg_N`); longer ones are chunks (`nvidia_peermem_sg`,
+//! 4 KiB, and `nvidia_peermem_sg_large`, 16 KiB), chained as `sg_next` walks
+//! them. Those caches have a constructor, so the slab allocator zeroes an
+//! object when it creates it and not again on every allocation
+//! (`init_on_alloc`); entries past the end mark are never read.
 //!
-//! Clean slots: a chunk in the cache has `page_link` and `offset` 0 in
+//! Clean slots: an object in a cache has `page_link` and `offset` 0 in
 //! every slot (the constructor's state), so an entry is written as its
-//! length and DMA fields only (three stores). Freeing a chunk restores that
-//! state: it clears the chain link and the end mark, the only `page_link`
-//! bits this module sets. The RDMA core writes only an entry's length and
-//! DMA fields (trimming, MOFED's `fix_peer_sgls`), never these two.
+//! length and DMA fields only (three stores). Freeing restores that state:
+//! it clears the chain links and the end mark, the only `page_link` bits
+//! this module sets. The RDMA core writes only an entry's length and DMA
+//! fields (trimming, MOFED's `fix_peer_sgls`), never these two.
 
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
@@ -30,8 +31,8 @@ use kernel::prelude::*;
 use crate::abi;
 use crate::peermem_core::sgplan::{for_each_segment, Segment};
 
-/// Tables of at most this many entries are one exact-size allocation; the
-/// plan is first collected on the stack to find out.
+/// Tables of at most this many entries are one object of the smallest class
+/// that holds them; the plan is first collected on the stack to find out.
 const SG_EXACT_MAX: usize = 16;
 
 /// `page_link` bits, from `include/linux/scatterlist.h`.
@@ -39,7 +40,6 @@ const SG_CHAIN: c_ulong = 0x01;
 const SG_END: c_ulong = 0x02;
 
 type Sg = bindings::scatterlist;
-type SgExact = KVec<Sg>;
 
 /// The module's scatterlist chunk caches, destroyed on drop.
 pub(crate) struct SgCache(());
@@ -61,6 +61,34 @@ impl Drop for SgCache {
     }
 }
 
+/// The slab class (`src/ffi/shim.h`) of a short table of `nents` (1 to
+/// [`SG_EXACT_MAX`]) entries: the smallest of 1, 2, 4, 8 or 16 slots.
+fn exact_class(nents: usize) -> u32 {
+    const _: () = assert!(SG_EXACT_MAX == 1 << (abi::NVPM_SG_EXACT_CLASSES - 1));
+    nents
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(abi::NVPM_SG_EXACT_CLASSES - 1)
+}
+
+/// A clean object of slab class `class`.
+fn alloc_class(class: u32) -> Result<NonNull<Sg>> {
+    // SAFETY: the caches exist while clients are registered (`SgCache`);
+    // the callers pass classes of shim.h.
+    NonNull::new(unsafe { abi::nvpm_sg_alloc(class) }).ok_or(ENOMEM)
+}
+
+/// Frees an object, clean again (no `page_link` or `offset` set).
+///
+/// # Safety
+///
+/// `sg` came from [`alloc_class`] of `class`, is clean, and is not used
+/// afterwards.
+unsafe fn free_class(sg: *mut Sg, class: u32) {
+    // SAFETY: see above (caller).
+    unsafe { abi::nvpm_sg_free(sg, class) };
+}
+
 /// The chunk size of a chained table: one small chunk for a table that
 /// cannot outgrow it, large ones otherwise (a quarter of the allocations for
 /// a large fragmented table).
@@ -80,6 +108,14 @@ impl ChunkSize {
         }
     }
 
+    /// The slab class of chunks of this size.
+    const fn class(self) -> u32 {
+        match self {
+            Self::Small => abi::NVPM_SG_CHUNK_CLASS,
+            Self::Large => abi::NVPM_SG_LARGE_CHUNK_CLASS,
+        }
+    }
+
     /// Slots per chunk; the last one links to the next chunk.
     const fn slots(self) -> usize {
         // CAST: small constants from shim.h.
@@ -94,10 +130,9 @@ impl ChunkSize {
         self.slots() - 1
     }
 
-    /// A chunk from the cache of this size.
+    /// A clean chunk of this size.
     fn alloc(self) -> Result<NonNull<Sg>> {
-        // SAFETY: the caches exist while clients are registered (`SgCache`).
-        NonNull::new(unsafe { abi::nvpm_sg_chunk_alloc(self == Self::Large) }).ok_or(ENOMEM)
+        alloc_class(self.class())
     }
 
     /// Frees the chunks of a chain: `count` chunks starting at `first`, each
@@ -124,8 +159,8 @@ impl ChunkSize {
                 }
                 0
             };
-            // SAFETY: from the cache of this size, not used again (caller).
-            unsafe { abi::nvpm_sg_chunk_free(chunk, self == Self::Large) };
+            // SAFETY: of this size, clean now, not used again (caller).
+            unsafe { free_class(chunk, self.class()) };
             // CAST: a link holds the next chunk's address.
             chunk = next as *mut Sg;
         }
@@ -176,6 +211,27 @@ unsafe fn clean(slots: *mut Sg, count: usize) {
             words.write(0);
             words.add(1).cast::<u32>().write(0);
         }
+    }
+}
+
+/// Writes the `count` entries at `from` into the clean slots at `to`: their
+/// fields rather than a copy of the slots, fewer instructions than a
+/// `memcpy` of up to 512 bytes.
+///
+/// # Safety
+///
+/// `count` written entries at `from`; `count` clean slots at `to`, valid
+/// for writes and not overlapping them.
+unsafe fn copy_staged(from: *const Sg, to: *mut Sg, count: usize) {
+    for i in 0..count {
+        // SAFETY: a written entry (caller).
+        let staged = unsafe { &*from.add(i) };
+        let seg = Segment {
+            addr: staged.dma_address,
+            len: u64::from(staged.length),
+        };
+        // SAFETY: a clean slot (caller).
+        unsafe { write_entry(to.add(i), seg) };
     }
 }
 
@@ -239,18 +295,9 @@ impl<'a> SgChain<'a> {
         let chunk = self.size.alloc()?;
         let next = chunk.as_ptr();
         let cur = if self.chunks == 0 {
-            // Rewritten from the staged entries' fields rather than copied:
-            // fewer instructions than a 512-byte memcpy.
-            for i in 0..self.staged {
-                // SAFETY: the used part of the stack buffer is full (written).
-                let staged = unsafe { &*self.stack.add(i) };
-                let seg = Segment {
-                    addr: staged.dma_address,
-                    len: u64::from(staged.length),
-                };
-                // SAFETY: within the new chunk.
-                unsafe { write_entry(next.add(i), seg) };
-            }
+            // SAFETY: the used part of the stack buffer is full (written);
+            // the chunk is clean and has more slots.
+            unsafe { copy_staged(self.stack, next, self.staged) };
             self.first = chunk;
             // SAFETY: within the chunk (`staged` <= `SG_EXACT_MAX`).
             unsafe { next.add(self.staged) }
@@ -280,11 +327,8 @@ impl<'a> SgChain<'a> {
             let count = unsafe { cur.offset_from(self.stack) };
             // CAST: 0..=SG_EXACT_MAX.
             let count = count as usize;
-            let mut entries = SgExact::with_capacity(count, GFP_KERNEL)?;
-            // SAFETY: the first `count` slots are written.
-            let written = unsafe { core::slice::from_raw_parts(self.stack, count) };
-            entries.extend_from_slice(written, GFP_KERNEL)?;
-            return SgTable::exact(entries);
+            // SAFETY: the stack buffer's entries before `cur` are written.
+            return unsafe { SgTable::exact(self.stack, count) };
         }
         // SAFETY: both point into the last chunk.
         let in_last = unsafe { cur.offset_from(self.last_link.sub(self.size.slots() - 1)) };
@@ -324,9 +368,10 @@ impl Drop for SgChain<'_> {
 ///
 /// `sgl` heads `nents` (> 0, at most `i32::MAX`) written entries, the last
 /// marked `SG_END`, owned by this value: with at most [`SG_EXACT_MAX`]
-/// entries one [`SgExact`] allocation of capacity `nents`, otherwise
+/// entries one object of slab class `exact_class(nents)`, otherwise
 /// chunks of `size`, each holding its entries and a link to the next,
-/// except the last, which holds the rest.
+/// except the last, which holds the rest. No other `page_link` bits and no
+/// `offset` are set.
 pub(crate) struct SgTable {
     sgl: NonNull<Sg>,
     nents: u32,
@@ -359,21 +404,29 @@ impl SgTable {
         chain.finish(slots.cur)
     }
 
-    /// A table of the `entries` in one allocation (at most [`SG_EXACT_MAX`]).
-    fn exact(mut entries: SgExact) -> Result<Self> {
-        entries.last_mut().ok_or(EINVAL)?.page_link |= SG_END;
-        let (sgl, len, cap) = entries.into_raw_parts();
-        if len != cap || len > SG_EXACT_MAX {
-            // SAFETY: the parts just taken apart, put back to be freed.
-            drop(unsafe { SgExact::from_raw_parts(sgl, len, cap) });
+    /// A table of the first `count` (1 to [`SG_EXACT_MAX`]) entries at
+    /// `staged`, copied into one object of the smallest class.
+    ///
+    /// # Safety
+    ///
+    /// The first `count` slots at `staged` are written entries.
+    unsafe fn exact(staged: *const Sg, count: usize) -> Result<Self> {
+        if count == 0 || count > SG_EXACT_MAX {
             return Err(EINVAL);
         }
-        // INVARIANT: one allocation of capacity `len`, all written, the last marked.
+        let sgl = alloc_class(exact_class(count))?;
+        // SAFETY: `count` written entries (caller) into a clean object of at
+        // least `count` slots; its last entry is within it.
+        unsafe {
+            copy_staged(staged, sgl.as_ptr(), count);
+            (*sgl.as_ptr().add(count - 1)).page_link = SG_END;
+        }
+        // INVARIANT: one object of the exact class, all written, the last marked.
         Ok(Self {
-            sgl: NonNull::new(sgl).ok_or(EINVAL)?,
+            sgl,
             // CAST: at most `SG_EXACT_MAX`.
-            nents: len as u32,
-            // Not used: an exact table has no chunks.
+            nents: count as u32,
+            // Not used: a short table has no chunks.
             size: ChunkSize::Small,
         })
     }
@@ -398,8 +451,14 @@ impl Drop for SgTable {
         // CAST: u32 fits usize.
         let nents = self.nents as usize;
         if nents <= SG_EXACT_MAX {
-            // SAFETY: one allocation of capacity `nents`, all written (invariant).
-            drop(unsafe { SgExact::from_raw_parts(self.sgl.as_ptr(), nents, nents) });
+            let sgl = self.sgl.as_ptr();
+            // SAFETY: one object of `exact_class(nents)` whose last entry
+            // holds the end mark, the only `page_link` bit set (invariant);
+            // freed once, clean again.
+            unsafe {
+                (*sgl.add(nents - 1)).page_link = 0;
+                free_class(sgl, exact_class(nents));
+            }
         } else {
             let entries = self.size.entries();
             let chunks = nents.div_ceil(entries);

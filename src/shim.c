@@ -71,63 +71,85 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev)
 	return dma_get_max_seg_size(dev);
 }
 
-#define NVPM_SG_CHUNK_BYTES (NVPM_SG_CHUNK_SLOTS * sizeof(struct scatterlist))
-#define NVPM_SG_LARGE_CHUNK_BYTES (NVPM_SG_LARGE_CHUNK_SLOTS * sizeof(struct scatterlist))
-
-static struct kmem_cache *nvpm_sg_cache, *nvpm_sg_large_cache;
-
 /*
- * Zero a chunk once, when its slab is made. A cache with a constructor is
- * not zeroed again per allocation (init_on_alloc), and a chunk keeps its
- * contents while free. The Rust side relies on that: every slot of a free
- * chunk has page_link and offset 0 (it clears its chain links and end mark
- * before freeing), so an entry is written as its length and DMA fields.
+ * Every object is zeroed once, by its cache's constructor, when its slab is
+ * made. A cache with a constructor is not zeroed again per allocation
+ * (init_on_alloc), and an object keeps its contents while free. The Rust
+ * side relies on that: every slot of a free object has page_link and offset
+ * 0 (it clears its chain links and end mark before freeing), so an entry is
+ * written as its length and DMA fields.
  */
-static void nvpm_sg_chunk_ctor(void *chunk)
-{
-	memset(chunk, 0, NVPM_SG_CHUNK_BYTES);
-}
+#define NVPM_SG_CTOR(slots)                                                 \
+	static void nvpm_sg_ctor_##slots(void *sg)                          \
+	{                                                                   \
+		memset(sg, 0, (slots) * sizeof(struct scatterlist));        \
+	}
+NVPM_SG_CTOR(1)
+NVPM_SG_CTOR(2)
+NVPM_SG_CTOR(4)
+NVPM_SG_CTOR(8)
+NVPM_SG_CTOR(16)
+NVPM_SG_CTOR(127)
+NVPM_SG_CTOR(511)
 
 /*
  * Large chunks are 16 KiB objects: slabs of order 2 or 3, which the page
  * allocator retries rather than fails (PAGE_ALLOC_COSTLY_ORDER); SLUB falls
  * back to the smallest order that holds one object.
  */
-static void nvpm_sg_large_chunk_ctor(void *chunk)
-{
-	memset(chunk, 0, NVPM_SG_LARGE_CHUNK_BYTES);
-}
+static const struct {
+	const char *name;
+	unsigned int slots;
+	void (*ctor)(void *sg);
+} nvpm_sg_classes[NVPM_SG_CLASSES] = {
+	{ "nvidia_peermem_sg_1", 1, nvpm_sg_ctor_1 },
+	{ "nvidia_peermem_sg_2", 2, nvpm_sg_ctor_2 },
+	{ "nvidia_peermem_sg_4", 4, nvpm_sg_ctor_4 },
+	{ "nvidia_peermem_sg_8", 8, nvpm_sg_ctor_8 },
+	{ "nvidia_peermem_sg_16", 16, nvpm_sg_ctor_16 },
+	{ "nvidia_peermem_sg", NVPM_SG_CHUNK_SLOTS, nvpm_sg_ctor_127 },
+	{ "nvidia_peermem_sg_large", NVPM_SG_LARGE_CHUNK_SLOTS, nvpm_sg_ctor_511 },
+};
+static_assert(NVPM_SG_CHUNK_SLOTS == 127 && NVPM_SG_LARGE_CHUNK_SLOTS == 511);
+static_assert(NVPM_SG_CHUNK_CLASS == 5 && NVPM_SG_LARGE_CHUNK_CLASS == 6);
+
+static struct kmem_cache *nvpm_sg_caches[NVPM_SG_CLASSES];
 
 int nvpm_sg_cache_create(void)
 {
-	nvpm_sg_cache = kmem_cache_create("nvidia_peermem_sg", NVPM_SG_CHUNK_BYTES,
-					  __alignof__(struct scatterlist), 0, nvpm_sg_chunk_ctor);
-	nvpm_sg_large_cache = kmem_cache_create("nvidia_peermem_sg_large",
-						NVPM_SG_LARGE_CHUNK_BYTES,
-						__alignof__(struct scatterlist), 0,
-						nvpm_sg_large_chunk_ctor);
-	if (nvpm_sg_cache && nvpm_sg_large_cache)
-		return 0;
-	nvpm_sg_cache_destroy();
-	return -ENOMEM;
+	unsigned int i;
+
+	for (i = 0; i < NVPM_SG_CLASSES; i++) {
+		nvpm_sg_caches[i] = kmem_cache_create(
+			nvpm_sg_classes[i].name,
+			nvpm_sg_classes[i].slots * sizeof(struct scatterlist),
+			__alignof__(struct scatterlist), 0, nvpm_sg_classes[i].ctor);
+		if (!nvpm_sg_caches[i]) {
+			nvpm_sg_cache_destroy();
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 void nvpm_sg_cache_destroy(void)
 {
-	kmem_cache_destroy(nvpm_sg_large_cache);
-	kmem_cache_destroy(nvpm_sg_cache);
-	nvpm_sg_large_cache = NULL;
-	nvpm_sg_cache = NULL;
+	unsigned int i;
+
+	for (i = 0; i < NVPM_SG_CLASSES; i++) {
+		kmem_cache_destroy(nvpm_sg_caches[i]);
+		nvpm_sg_caches[i] = NULL;
+	}
 }
 
-struct scatterlist *nvpm_sg_chunk_alloc(bool large)
+struct scatterlist *nvpm_sg_alloc(unsigned int class)
 {
-	return kmem_cache_alloc(large ? nvpm_sg_large_cache : nvpm_sg_cache, GFP_KERNEL);
+	return kmem_cache_alloc(nvpm_sg_caches[class], GFP_KERNEL);
 }
 
-void nvpm_sg_chunk_free(struct scatterlist *chunk, bool large)
+void nvpm_sg_free(struct scatterlist *sg, unsigned int class)
 {
-	kmem_cache_free(large ? nvpm_sg_large_cache : nvpm_sg_cache, chunk);
+	kmem_cache_free(nvpm_sg_caches[class], sg);
 }
 
 static DEFINE_RATELIMIT_STATE(nvpm_rs, 5 * HZ, 10);

@@ -14,18 +14,24 @@ struct pci_dev *nvpm_to_pci_dev(struct device *dev);
 /* dma_get_max_seg_size() (static inline in C). */
 unsigned int nvpm_dma_max_seg_size(struct device *dev);
 /*
- * Scatterlist chunks, in two sizes: 127 slots (126 entries and a chain link)
- * and 511 (510 and a link), so that a chunk and the slab's free pointer,
- * kept outside objects with a constructor, fit 4 KiB and 16 KiB.
+ * Scatterlist slots from the module's slab caches, by class: tables of 1, 2,
+ * 4, 8 or 16 entries (classes 0 to 4, one object each) and chain chunks of
+ * 127 slots (126 entries and a link) and 511 (510 and a link), so that a
+ * chunk and the slab's free pointer, kept outside objects with a
+ * constructor, fit 4 KiB and 16 KiB. A free object is clean: every slot
+ * has page_link and offset 0.
  */
+#define NVPM_SG_EXACT_CLASSES 5
+#define NVPM_SG_CHUNK_CLASS 5
 #define NVPM_SG_CHUNK_SLOTS 127
+#define NVPM_SG_LARGE_CHUNK_CLASS 6
 #define NVPM_SG_LARGE_CHUNK_SLOTS 511
+#define NVPM_SG_CLASSES 7
 struct scatterlist;
 int nvpm_sg_cache_create(void);
 void nvpm_sg_cache_destroy(void);
-/* A chunk of NVPM_SG_LARGE_CHUNK_SLOTS slots if large, else NVPM_SG_CHUNK_SLOTS. */
-struct scatterlist *nvpm_sg_chunk_alloc(bool large);
-void nvpm_sg_chunk_free(struct scatterlist *chunk, bool large);
+struct scatterlist *nvpm_sg_alloc(unsigned int class);
+void nvpm_sg_free(struct scatterlist *sg, unsigned int class);
 /* One shared rate limit for error lines on hot paths. */
 bool nvpm_ratelimit(void);
 /* /sys/kernel/debug/nvidia_peermem/stats. */

@@ -88,6 +88,7 @@ pub enum Refusal {
 }
 
 /// The transition for `event` in `phase`.
+#[inline]
 pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
     use Action as A;
     use Event as E;
