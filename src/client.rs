@@ -235,9 +235,7 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
         }
         return Err(EINVAL);
     };
-    ctx.lock().owner().apply(Event::MapBegin)?;
-    let mapped = ctx.map(&pci);
-    let mut pin = ctx.lock();
+    let (mut pin, mapped) = ctx.map(&pci, |state| state.apply(Event::MapBegin).map(|_| ()))?;
     if let Err(e) = mapped {
         pin.owner().apply(Event::MapEnd { ok: false })?;
         STATS.add(Counter::ErrorsDmaMap, 1);
@@ -289,13 +287,17 @@ fn put_pages(ctx: ArcBorrow<'_, Context>) {
 }
 
 fn release(ctx: Arc<Context>) {
-    let pin = lock_after_forward(&ctx);
-    end_of_use(ctx.as_arc_borrow(), pin, Event::Release);
-    // A revocable pin's unpin, parked by put_pages.
-    ctx.run_parked_teardown();
+    let mut pin = lock_after_forward(&ctx);
     // Freed here, not in put_pages: a core may skip put_pages after an
     // invalidation, never release.
-    let sg = ctx.lock().owner().sg.take();
+    let sg = pin.owner().sg.take();
+    // A revocable pin's unpin, parked by put_pages (then Release is no
+    // teardown of its own).
+    let parked = pin.take_parked_teardown(ctx.kind());
+    end_of_use(ctx.as_arc_borrow(), pin, Event::Release);
+    if let Some(teardown) = parked {
+        ctx.run_teardown(teardown);
+    }
     drop(sg);
     STATS.add(Counter::Deregistrations, 1);
 }

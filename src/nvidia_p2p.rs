@@ -150,6 +150,8 @@ struct Inner<T> {
     putting: bool,
     /// `map` is inside `dma_map_pages`; a callback waits for it (`map_done`).
     mapping_in_flight: bool,
+    /// A callback waits on `map_done`: `map` signals it.
+    map_waited: bool,
     /// The teardown waits for the core's `release` (`park_teardown`); the
     /// handles stay here until then.
     parked: bool,
@@ -187,6 +189,7 @@ impl<T: PinOwner> GpuPin<T> {
                     pinning: false,
                     putting: false,
                     mapping_in_flight: false,
+                    map_waited: false,
                     parked: false,
                 }),
                 map_done <- new_condvar!("GpuPin::map_done"),
@@ -286,21 +289,32 @@ impl<T: PinOwner> GpuPin<T> {
         }
     }
 
-    /// Maps the pinned pages for `peer` and validates the mapping.
+    /// Maps the pinned pages for `peer` and validates the mapping. `begin`
+    /// runs first, under the lock: its error is returned, nothing mapped.
+    /// The driver is called without the lock; returns the lock, taken again,
+    /// with the outcome.
     ///
     /// Must not be called from atomic context.
-    pub(crate) fn map(&self, peer: &PciDevice) -> Result<(), P2pError> {
+    pub(crate) fn map(
+        &self,
+        peer: &PciDevice,
+        begin: impl FnOnce(&mut T) -> Result,
+    ) -> Result<(PinGuard<'_, T>, Result<(), P2pError>)> {
         let table = {
             let mut inner = self.inner.lock();
-            if inner.revoked {
-                return Err(P2pError::Revoked);
-            }
-            let table = match (&inner.pages, &inner.mapping) {
-                (Some(pages), None) if !inner.mapping_in_flight => pages.0,
-                _ => return Err(P2pError::State),
+            begin(&mut inner.owner)?;
+            let ready = match (&inner.pages, &inner.mapping) {
+                _ if inner.revoked => Err(P2pError::Revoked),
+                (Some(pages), None) if !inner.mapping_in_flight => Ok(pages.0),
+                _ => Err(P2pError::State),
             };
-            inner.mapping_in_flight = true;
-            table
+            match ready {
+                Ok(table) => {
+                    inner.mapping_in_flight = true;
+                    table
+                }
+                Err(e) => return Ok((PinGuard { guard: inner }, Err(e))),
+            }
         };
         let mut mapping: *mut abi::nvidia_p2p_dma_mapping = ptr::null_mut();
         // SAFETY: `table` is live: a free callback that starts now waits for
@@ -311,51 +325,46 @@ impl<T: PinOwner> GpuPin<T> {
             unsafe { abi::nvidia_p2p_dma_map_pages(peer.0.as_ptr(), table.as_ptr(), &mut mapping) };
         let mut inner = self.inner.lock();
         inner.mapping_in_flight = false;
-        self.map_done.notify_all();
-        if ret != 0 {
-            return Err(P2pError::Driver(Error::from_errno(ret)));
+        if core::mem::take(&mut inner.map_waited) {
+            self.map_done.notify_all();
         }
-        let mapping = NonNull::new(mapping).ok_or(P2pError::Driver(EIO))?;
-        if inner.revoked {
-            // The driver frees the mapping with the page table.
-            return Err(P2pError::Revoked);
-        }
-        // SAFETY: just returned by the driver, not revoked, lock held.
-        let checked = unsafe { check_mapping(mapping, self.range.len()) };
-        // INVARIANT: a successful dma_map_pages for `peer`.
-        let mapping = DmaMapping {
-            ptr: mapping,
-            peer: peer.0,
+        let outcome = if ret != 0 {
+            Err(P2pError::Driver(Error::from_errno(ret)))
+        } else if let Some(mapping) = NonNull::new(mapping) {
+            if inner.revoked {
+                // The driver frees the mapping with the page table.
+                Err(P2pError::Revoked)
+            } else {
+                // SAFETY: just returned by the driver, not revoked, lock held.
+                let checked = unsafe { check_mapping(mapping, self.range.len()) };
+                // INVARIANT: a successful dma_map_pages for `peer`.
+                let mapping = DmaMapping {
+                    ptr: mapping,
+                    peer: peer.0,
+                };
+                match checked {
+                    Ok(()) => {
+                        inner.mapping = Some(mapping);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        drop(inner);
+                        unmap(table, mapping);
+                        inner = self.inner.lock();
+                        Err(P2pError::Abi(e))
+                    }
+                }
+            }
+        } else {
+            Err(P2pError::Driver(EIO))
         };
-        match checked {
-            Ok(()) => {
-                inner.mapping = Some(mapping);
-                Ok(())
-            }
-            Err(e) => {
-                drop(inner);
-                unmap(table, mapping);
-                Err(P2pError::Abi(e))
-            }
-        }
+        Ok((PinGuard { guard: inner }, outcome))
     }
 
     /// Unmaps and unpins now.
     pub(crate) fn run_teardown(self: &Arc<Self>, teardown: Teardown) {
         teardown.run(self);
         self.inner.lock().owner.teardown_end();
-    }
-
-    /// Runs the teardown parked by [`PinGuard::park_teardown`], if any.
-    pub(crate) fn run_parked_teardown(self: &Arc<Self>) {
-        let teardown = {
-            let mut inner = self.inner.lock();
-            if !core::mem::take(&mut inner.parked) {
-                return;
-            }
-            take_teardown(&mut inner, self.kind)
-        };
-        self.run_teardown(teardown);
     }
 }
 
@@ -387,11 +396,20 @@ impl<T: PinOwner> PinGuard<'_, T> {
         take_teardown(&mut self.guard, kind)
     }
 
-    /// Leaves the teardown to [`GpuPin::run_parked_teardown`]. The pages
+    /// Leaves the teardown to [`PinGuard::take_parked_teardown`]. The pages
     /// stay pinned until then; a free callback meanwhile takes them back, as
     /// during any teardown.
     pub(crate) fn park_teardown(&mut self) {
         self.guard.parked = true;
+    }
+
+    /// The teardown parked by [`PinGuard::park_teardown`], if any, to be
+    /// run with [`GpuPin::run_teardown`] once the lock is dropped.
+    pub(crate) fn take_parked_teardown(&mut self, kind: PinKind) -> Option<Teardown> {
+        if !core::mem::take(&mut self.guard.parked) {
+            return None;
+        }
+        Some(take_teardown(&mut self.guard, kind))
     }
 
     /// Takes only the mapping out, to undo a `map` the client cannot use.
@@ -566,6 +584,7 @@ unsafe extern "C" fn free_callback<T: PinOwner>(data: *mut c_void) {
     let mut inner = pin.inner.lock();
     // The driver frees the table when we return: let a map using it finish.
     while inner.mapping_in_flight {
+        inner.map_waited = true;
         pin.map_done.wait(&mut inner);
     }
     inner.owner.revoke_end();

@@ -177,12 +177,13 @@ const _: () = {
     assert!(offset_of!(Sg, dma_length) == 24);
 };
 
-/// Writes a data entry for `seg` into the clean `slot`: length, DMA
-/// address and DMA length (no page and offset 0 are there already).
+/// Writes the length, DMA address and DMA length of `seg` into `slot`: a
+/// whole entry if the slot is clean (no page and offset 0 are there
+/// already); on the stack, the fields [`copy_staged`] reads.
 ///
 /// # Safety
 ///
-/// `slot` is valid for writing an entry and clean (`page_link` and `offset` 0).
+/// `slot` is valid for writing an entry.
 #[inline(always)]
 unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
     // A segment's length fits u32 (`segment_limit`): the high half is 0.
@@ -198,37 +199,23 @@ unsafe fn write_entry(slot: *mut Sg, seg: Segment) {
     }
 }
 
-/// Makes the first `count` slots at `slots` clean.
+/// Writes the `count` entries staged at `from` (by [`write_entry`]: only
+/// their length and DMA fields are set) into the clean slots at `to`: field
+/// by field, fewer instructions than a `memcpy` of up to 512 bytes.
 ///
 /// # Safety
 ///
-/// The slots are valid for writes.
-unsafe fn clean(slots: *mut Sg, count: usize) {
-    for i in 0..count {
-        let words = slots.wrapping_add(i).cast::<u64>();
-        // SAFETY: `page_link` and `offset` of a valid slot (caller).
-        unsafe {
-            words.write(0);
-            words.add(1).cast::<u32>().write(0);
-        }
-    }
-}
-
-/// Writes the `count` entries at `from` into the clean slots at `to`: their
-/// fields rather than a copy of the slots, fewer instructions than a
-/// `memcpy` of up to 512 bytes.
-///
-/// # Safety
-///
-/// `count` written entries at `from`; `count` clean slots at `to`, valid
-/// for writes and not overlapping them.
+/// `count` slots at `from` written by [`write_entry`]; `count` clean slots
+/// at `to`, valid for writes and not overlapping them.
 unsafe fn copy_staged(from: *const Sg, to: *mut Sg, count: usize) {
     for i in 0..count {
-        // SAFETY: a written entry (caller).
-        let staged = unsafe { &*from.add(i) };
-        let seg = Segment {
-            addr: staged.dma_address,
-            len: u64::from(staged.length),
+        let staged = from.wrapping_add(i);
+        // SAFETY: fields `write_entry` wrote (caller), read by value.
+        let seg = unsafe {
+            Segment {
+                addr: ptr::addr_of!((*staged).dma_address).read(),
+                len: u64::from(ptr::addr_of!((*staged).length).read()),
+            }
         };
         // SAFETY: a clean slot (caller).
         unsafe { write_entry(to.add(i), seg) };
@@ -243,7 +230,8 @@ unsafe fn copy_staged(from: *const Sg, to: *mut Sg, count: usize) {
 ///
 /// `stack` is the caller's buffer of [`SG_EXACT_MAX`] slots (every access
 /// to it goes through this one pointer), of which the first `staged` are
-/// used, and were clean until written. `chunks` chunks of `size` from
+/// used; those before the write position hold what [`write_entry`] wrote
+/// (never whole entries: [`copy_staged`] moves them). `chunks` chunks of `size` from
 /// `first` on are linked, except the last; `last_link` is the last one's
 /// link slot. With `chunks == 0` nothing is allocated.
 struct SgChain<'a> {
@@ -256,8 +244,8 @@ struct SgChain<'a> {
     last_link: *mut Sg,
 }
 
-/// The free slots `cur..end` of the buffer being filled, all clean; the
-/// slots of the chain before `cur` are written.
+/// The free slots `cur..end` of the buffer being filled (clean, but for
+/// the stack buffer); the slots of the chain before `cur` are written.
 #[derive(Clone, Copy)]
 struct Slots {
     cur: *mut Sg,
@@ -269,11 +257,9 @@ impl<'a> SgChain<'a> {
     fn new(stack: &'a mut [MaybeUninit<Sg>; SG_EXACT_MAX], max_entries: usize) -> (Self, Slots) {
         let cur = stack.as_mut_ptr().cast::<Sg>();
         let staged = max_entries.min(SG_EXACT_MAX);
-        // SAFETY: slots of the buffer.
-        unsafe { clean(cur, staged) };
         // SAFETY: at most one past the end of the buffer.
         let end = unsafe { cur.add(staged) };
-        // INVARIANT: `stack` is the buffer, its first `staged` slots clean.
+        // INVARIANT: `stack` is the buffer, nothing written yet.
         let chain = Self {
             stack: cur,
             _stack: PhantomData,
@@ -409,13 +395,13 @@ impl SgTable {
     ///
     /// # Safety
     ///
-    /// The first `count` slots at `staged` are written entries.
+    /// The first `count` slots at `staged` were written by [`write_entry`].
     unsafe fn exact(staged: *const Sg, count: usize) -> Result<Self> {
         if count == 0 || count > SG_EXACT_MAX {
             return Err(EINVAL);
         }
         let sgl = alloc_class(exact_class(count))?;
-        // SAFETY: `count` written entries (caller) into a clean object of at
+        // SAFETY: `count` staged entries (caller) into a clean object of at
         // least `count` slots; its last entry is within it.
         unsafe {
             copy_staged(staged, sgl.as_ptr(), count);
