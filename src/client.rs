@@ -332,6 +332,8 @@ fn lock_after_forward(ctx: &Context) -> PinGuard<'_, RegState> {
 /// calls `release` right after put_pages and without that lock; MOFED 5.0
 /// and earlier call it inside an invalidation only, when the pages are
 /// already revoked. So the pages are unpinned before deregistration returns.
+/// Inlined: each caller's event is a constant.
+#[inline(always)]
 fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, event: Event) {
     let Ok(Action::Teardown) = pin.owner().apply(event) else {
         return;
