@@ -5,6 +5,7 @@
 #   make check      host, guest (QEMU), packaging and debug-kernel suites; ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1 (warnings fail), rustfmt --check
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
+#   make bench-profile  guest instructions per function of one registration, client against bare
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
@@ -32,7 +33,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module vendor-headers sims tool provision check check-host check-guest bench lint fmt clean \
+.PHONY: all module vendor-headers sims tool provision check check-host check-guest bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -40,6 +41,9 @@ BENCH_JSON ?= build/bench.json
 BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT \
 	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT
 BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
+# `make bench-profile` (tests/bench/profile/run.sh): the same for its knobs.
+PROFILE_VARS = PROFILE_CLIENTS PROFILE_SIZE PROFILE_LAYOUT PROFILE_COUNT PROFILE_COST PROFILE_TIMEOUT
+PROFILE_ENV = $(foreach v,$(PROFILE_VARS),$(if $($(v)),$(v)="$($(v))"))
 
 # Without KDIR, vendor headers found on this host (or named) are not visible
 # in the root: they cross as copies under build/vendor/ (make vendor-headers).
@@ -80,6 +84,10 @@ bench: module tool
 	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
 	@echo "bench: JSON in $(BENCH_JSON)"
 
+# Where a registration's guest instructions go, per function (tests/README.md).
+bench-profile: module tool
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(PROFILE_ENV) bench-profile'
+
 # The stress suite's long run, outside make check (tests/README.md, "Stress suite").
 stress-long: module tool
 	@scripts/in-chroot.sh sh -c 'STRESS_LONG_ENV="$(STRESS_LONG_ENV)" STRESS_SEED="$(STRESS_SEED)" STRESS_CONFIGS="$(STRESS_CONFIGS)" \
@@ -113,6 +121,9 @@ check-guest: module sims
 
 bench: module sims
 	$(BENCH_ENV) tests/bench/run.sh
+
+bench-profile: module sims
+	$(PROFILE_ENV) tests/bench/profile/run.sh
 
 stress-long: module sims
 	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" STRESS_LONG_ENV="$(STRESS_LONG_ENV)" tests/stress/long.sh
