@@ -93,6 +93,13 @@ impl RegState {
 impl PinOwner for RegState {
     type Followup = Option<(u64, &'static InvalidatorSlot)>;
 
+    fn pinned(&mut self, len: u64) {
+        if self.phase == Phase::Pinned {
+            self.pinned_len = len;
+            STATS.add(Counter::PinnedBytes, len);
+        }
+    }
+
     fn revoking(&mut self) -> Self::Followup {
         STATS.add(Counter::Invalidations, 1);
         let action = self.apply(Event::CallbackBegin);
@@ -155,14 +162,7 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
     match pin.pin() {
         Ok(info) => {
             STATS.add(Counter::Registrations, 1);
-            let mut locked = pin.lock();
-            let state = locked.owner();
-            if state.phase == Phase::Pinned {
-                state.pinned_len = range.len();
-                STATS.add(Counter::PinnedBytes, range.len());
-            }
-            drop(locked);
-            if !ABI_LOGGED.swap(true, Ordering::Relaxed) {
+            if !ABI_LOGGED.load(Ordering::Relaxed) && !ABI_LOGGED.swap(true, Ordering::Relaxed) {
                 pr_info!("NVIDIA driver page-table ABI {}\n", info.abi);
             }
             if info.cpu_cacheable && crate::shim::ratelimit() {

@@ -99,6 +99,10 @@ pub(crate) trait PinOwner: Send + Sized + Unpin + 'static {
     /// What [`PinOwner::revoking`] hands to [`PinOwner::revoked`].
     type Followup;
 
+    /// `len` bytes were pinned and their page table checked; called with
+    /// the pin's lock held, before the pin can be revoked.
+    fn pinned(&mut self, len: u64);
+
     /// The driver is revoking the pages; called with the pin's lock held.
     fn revoking(&mut self) -> Self::Followup;
 
@@ -221,16 +225,19 @@ impl<T: PinOwner> GpuPin<T> {
     /// shared; a revocable pin may be revoked from here on.
     pub(crate) fn pin(self: &Arc<Self>) -> Result<PinInfo, P2pError> {
         let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
-        let ret = match self.kind {
-            // SAFETY: `table` is a valid out-pointer; the range is 64 KiB-aligned.
-            PinKind::Persistent => unsafe {
-                abi::nvidia_p2p_get_pages_persistent(
-                    self.range.start(),
-                    self.range.len(),
-                    &mut table,
-                    0,
-                )
-            },
+        let (ret, held) = match self.kind {
+            PinKind::Persistent => {
+                // SAFETY: `table` is a valid out-pointer; the range is 64 KiB-aligned.
+                let ret = unsafe {
+                    abi::nvidia_p2p_get_pages_persistent(
+                        self.range.start(),
+                        self.range.len(),
+                        &mut table,
+                        0,
+                    )
+                };
+                (ret, None)
+            }
             PinKind::Revocable => {
                 self.inner.lock().pinning = true;
                 // The driver holds this reference until put_pages returns or
@@ -255,12 +262,10 @@ impl<T: PinOwner> GpuPin<T> {
                     // SAFETY: the driver refused, so it kept no reference and
                     // will never call back: `data` is ours again.
                     drop(unsafe { Arc::from_raw(data.cast::<Self>()) });
-                } else if inner.revoked {
-                    // Revoked before we got here: the callback owns `data`
-                    // and the driver frees the table.
-                    return Err(P2pError::Revoked);
+                    (ret, None)
+                } else {
+                    (ret, Some(inner))
                 }
-                ret
             }
         };
         if ret != 0 {
@@ -269,8 +274,10 @@ impl<T: PinOwner> GpuPin<T> {
         let Some(table) = NonNull::new(table) else {
             return Err(P2pError::Driver(EIO));
         };
-        let mut inner = self.inner.lock();
+        let mut inner = held.unwrap_or_else(|| self.inner.lock());
         if inner.revoked {
+            // Revoked before we got here: the callback owns the driver's
+            // reference and the driver frees the table.
             return Err(P2pError::Revoked);
         }
         // SAFETY: the driver just returned `table`; it is not revoked and the
@@ -279,7 +286,10 @@ impl<T: PinOwner> GpuPin<T> {
         // INVARIANT: `table` came from a successful get_pages for this range.
         inner.pages = Some(PageTable(table));
         match checked {
-            Ok(info) => Ok(info),
+            Ok(info) => {
+                inner.owner.pinned(self.range.len());
+                Ok(info)
+            }
             Err(e) => {
                 let teardown = take_teardown(&mut inner, self.kind);
                 drop(inner);
