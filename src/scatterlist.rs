@@ -6,8 +6,8 @@
 //! A table is built in one pass over the driver's page addresses, the
 //! planner (`sgplan`) and the writer fused, each entry written once and
 //! whole. All of it comes from the module's own slab caches (`src/shim.c`):
-//! a table of up to 16 entries is one object of 1, 2, 4, 8 or 16 slots
-//! (`nvidia_peermem_sg_N`); longer ones are chunks (`nvidia_peermem_sg`,
+//! a table of up to 16 entries is one object of 1 or 16 slots
+//! (`nvidia_peermem_sg_1`, `_16`); longer ones are chunks (`nvidia_peermem_sg`,
 //! 4 KiB, and `nvidia_peermem_sg_large`, 16 KiB), chained as `sg_next` walks
 //! them. Those caches have a constructor, so the slab allocator zeroes an
 //! object when it creates it and not again on every allocation
@@ -31,8 +31,8 @@ use kernel::prelude::*;
 use crate::abi;
 use crate::peermem_core::sgplan::{for_each_segment, Segment};
 
-/// Tables of at most this many entries are one object of the smallest class
-/// that holds them; the plan is first collected on the stack to find out.
+/// Tables of at most this many entries are one object of a short class
+/// (`SgClass::exact`); the plan is first collected on the stack to find out.
 const SG_EXACT_MAX: usize = 16;
 
 /// `page_link` bits, from `include/linux/scatterlist.h`.
@@ -61,32 +61,42 @@ impl Drop for SgCache {
     }
 }
 
-/// The slab class (`src/ffi/shim.h`) of a short table of `nents` (1 to
-/// [`SG_EXACT_MAX`]) entries: the smallest of 1, 2, 4, 8 or 16 slots.
-fn exact_class(nents: usize) -> u32 {
-    const _: () = assert!(SG_EXACT_MAX == 1 << (abi::NVPM_SG_EXACT_CLASSES - 1));
-    nents
-        .next_power_of_two()
-        .trailing_zeros()
-        .min(abi::NVPM_SG_EXACT_CLASSES - 1)
-}
-
-/// A clean object of slab class `class`.
-fn alloc_class(class: u32) -> Result<NonNull<Sg>> {
-    // SAFETY: the caches exist while clients are registered (`SgCache`);
-    // the callers pass classes of shim.h.
-    NonNull::new(unsafe { abi::nvpm_sg_alloc(class) }).ok_or(ENOMEM)
-}
-
-/// Frees an object, clean again (no `page_link` or `offset` set).
+/// A slab class of scatterlist objects (`src/ffi/shim.h`).
 ///
-/// # Safety
+/// # Invariants
 ///
-/// `sg` came from [`alloc_class`] of `class`, is clean, and is not used
-/// afterwards.
-unsafe fn free_class(sg: *mut Sg, class: u32) {
-    // SAFETY: see above (caller).
-    unsafe { abi::nvpm_sg_free(sg, class) };
+/// One of shim.h's `NVPM_SG_CLASSES` classes.
+#[derive(Clone, Copy)]
+struct SgClass(u32);
+
+impl SgClass {
+    /// The class of a short table of `nents` (1 to [`SG_EXACT_MAX`])
+    /// entries: one slot for one entry, else 16. (Two classes only: each
+    /// cache costs the module's load dozens of allocations.)
+    fn exact(nents: usize) -> Self {
+        const _: () = assert!(abi::NVPM_SG_EXACT_CLASSES == 2 && SG_EXACT_MAX == 16);
+        const _: () = assert!(abi::NVPM_SG_EXACT_CLASSES <= abi::NVPM_SG_CLASSES);
+        // INVARIANT: below NVPM_SG_EXACT_CLASSES.
+        Self(u32::from(nents > 1))
+    }
+
+    /// A clean object of this class.
+    fn alloc(self) -> Result<NonNull<Sg>> {
+        // SAFETY: the caches exist while clients are registered (`SgCache`);
+        // the class is one of them (invariant).
+        NonNull::new(unsafe { abi::nvpm_sg_alloc(self.0) }).ok_or(ENOMEM)
+    }
+
+    /// Frees an object, clean again (no `page_link` or `offset` set).
+    ///
+    /// # Safety
+    ///
+    /// `sg` came from [`SgClass::alloc`] of this class, is clean, and is not
+    /// used afterwards.
+    unsafe fn free(self, sg: *mut Sg) {
+        // SAFETY: see above (caller).
+        unsafe { abi::nvpm_sg_free(sg, self.0) };
+    }
 }
 
 /// The chunk size of a chained table: one small chunk for a table that
@@ -109,10 +119,13 @@ impl ChunkSize {
     }
 
     /// The slab class of chunks of this size.
-    const fn class(self) -> u32 {
+    const fn class(self) -> SgClass {
+        const _: () = assert!(abi::NVPM_SG_LARGE_CHUNK_CLASS < abi::NVPM_SG_CLASSES);
+        const _: () = assert!(abi::NVPM_SG_CHUNK_CLASS < abi::NVPM_SG_CLASSES);
+        // INVARIANT: classes of shim.h (checked above).
         match self {
-            Self::Small => abi::NVPM_SG_CHUNK_CLASS,
-            Self::Large => abi::NVPM_SG_LARGE_CHUNK_CLASS,
+            Self::Small => SgClass(abi::NVPM_SG_CHUNK_CLASS),
+            Self::Large => SgClass(abi::NVPM_SG_LARGE_CHUNK_CLASS),
         }
     }
 
@@ -132,7 +145,7 @@ impl ChunkSize {
 
     /// A clean chunk of this size.
     fn alloc(self) -> Result<NonNull<Sg>> {
-        alloc_class(self.class())
+        self.class().alloc()
     }
 
     /// Frees the chunks of a chain: `count` chunks starting at `first`, each
@@ -160,7 +173,7 @@ impl ChunkSize {
                 0
             };
             // SAFETY: of this size, clean now, not used again (caller).
-            unsafe { free_class(chunk, self.class()) };
+            unsafe { self.class().free(chunk) };
             // CAST: a link holds the next chunk's address.
             chunk = next as *mut Sg;
         }
@@ -354,7 +367,7 @@ impl Drop for SgChain<'_> {
 ///
 /// `sgl` heads `nents` (> 0, at most `i32::MAX`) written entries, the last
 /// marked `SG_END`, owned by this value: with at most [`SG_EXACT_MAX`]
-/// entries one object of slab class `exact_class(nents)`, otherwise
+/// entries one object of `SgClass::exact(nents)`, otherwise
 /// chunks of `size`, each holding its entries and a link to the next,
 /// except the last, which holds the rest. No other `page_link` bits and no
 /// `offset` are set.
@@ -391,7 +404,7 @@ impl SgTable {
     }
 
     /// A table of the first `count` (1 to [`SG_EXACT_MAX`]) entries at
-    /// `staged`, copied into one object of the smallest class.
+    /// `staged`, copied into one object of their class.
     ///
     /// # Safety
     ///
@@ -400,7 +413,7 @@ impl SgTable {
         if count == 0 || count > SG_EXACT_MAX {
             return Err(EINVAL);
         }
-        let sgl = alloc_class(exact_class(count))?;
+        let sgl = SgClass::exact(count).alloc()?;
         // SAFETY: `count` staged entries (caller) into a clean object of at
         // least `count` slots; its last entry is within it.
         unsafe {
@@ -438,12 +451,12 @@ impl Drop for SgTable {
         let nents = self.nents as usize;
         if nents <= SG_EXACT_MAX {
             let sgl = self.sgl.as_ptr();
-            // SAFETY: one object of `exact_class(nents)` whose last entry
+            // SAFETY: one object of `SgClass::exact(nents)` whose last entry
             // holds the end mark, the only `page_link` bit set (invariant);
             // freed once, clean again.
             unsafe {
                 (*sgl.add(nents - 1)).page_link = 0;
-                free_class(sgl, exact_class(nents));
+                SgClass::exact(nents).free(sgl);
             }
         } else {
             let entries = self.size.entries();

@@ -85,9 +85,6 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev)
 		memset(sg, 0, (slots) * sizeof(struct scatterlist));        \
 	}
 NVPM_SG_CTOR(1)
-NVPM_SG_CTOR(2)
-NVPM_SG_CTOR(4)
-NVPM_SG_CTOR(8)
 NVPM_SG_CTOR(16)
 NVPM_SG_CTOR(127)
 NVPM_SG_CTOR(511)
@@ -103,15 +100,12 @@ static const struct {
 	void (*ctor)(void *sg);
 } nvpm_sg_classes[NVPM_SG_CLASSES] = {
 	{ "nvidia_peermem_sg_1", 1, nvpm_sg_ctor_1 },
-	{ "nvidia_peermem_sg_2", 2, nvpm_sg_ctor_2 },
-	{ "nvidia_peermem_sg_4", 4, nvpm_sg_ctor_4 },
-	{ "nvidia_peermem_sg_8", 8, nvpm_sg_ctor_8 },
 	{ "nvidia_peermem_sg_16", 16, nvpm_sg_ctor_16 },
 	{ "nvidia_peermem_sg", NVPM_SG_CHUNK_SLOTS, nvpm_sg_ctor_127 },
 	{ "nvidia_peermem_sg_large", NVPM_SG_LARGE_CHUNK_SLOTS, nvpm_sg_ctor_511 },
 };
 static_assert(NVPM_SG_CHUNK_SLOTS == 127 && NVPM_SG_LARGE_CHUNK_SLOTS == 511);
-static_assert(NVPM_SG_CHUNK_CLASS == 5 && NVPM_SG_LARGE_CHUNK_CLASS == 6);
+static_assert(NVPM_SG_CHUNK_CLASS == 2 && NVPM_SG_LARGE_CHUNK_CLASS == 3);
 
 static struct kmem_cache *nvpm_sg_caches[NVPM_SG_CLASSES];
 
@@ -144,12 +138,15 @@ void nvpm_sg_cache_destroy(void)
 
 struct scatterlist *nvpm_sg_alloc(unsigned int class)
 {
+	if (WARN_ON_ONCE(class >= NVPM_SG_CLASSES))
+		return NULL;
 	return kmem_cache_alloc(nvpm_sg_caches[class], GFP_KERNEL);
 }
 
 void nvpm_sg_free(struct scatterlist *sg, unsigned int class)
 {
-	kmem_cache_free(nvpm_sg_caches[class], sg);
+	if (!WARN_ON_ONCE(class >= NVPM_SG_CLASSES))
+		kmem_cache_free(nvpm_sg_caches[class], sg);
 }
 
 static DEFINE_RATELIMIT_STATE(nvpm_rs, 5 * HZ, 10);

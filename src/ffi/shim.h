@@ -14,19 +14,19 @@ struct pci_dev *nvpm_to_pci_dev(struct device *dev);
 /* dma_get_max_seg_size() (static inline in C). */
 unsigned int nvpm_dma_max_seg_size(struct device *dev);
 /*
- * Scatterlist slots from the module's slab caches, by class: tables of 1, 2,
- * 4, 8 or 16 entries (classes 0 to 4, one object each) and chain chunks of
+ * Scatterlist slots from the module's slab caches, by class: tables of 1 or
+ * up to 16 entries (classes 0 and 1, one object each) and chain chunks of
  * 127 slots (126 entries and a link) and 511 (510 and a link), so that a
  * chunk and the slab's free pointer, kept outside objects with a
  * constructor, fit 4 KiB and 16 KiB. A free object is clean: every slot
  * has page_link and offset 0.
  */
-#define NVPM_SG_EXACT_CLASSES 5
-#define NVPM_SG_CHUNK_CLASS 5
+#define NVPM_SG_EXACT_CLASSES 2
+#define NVPM_SG_CHUNK_CLASS 2
 #define NVPM_SG_CHUNK_SLOTS 127
-#define NVPM_SG_LARGE_CHUNK_CLASS 6
+#define NVPM_SG_LARGE_CHUNK_CLASS 3
 #define NVPM_SG_LARGE_CHUNK_SLOTS 511
-#define NVPM_SG_CLASSES 7
+#define NVPM_SG_CLASSES 4
 struct scatterlist;
 int nvpm_sg_cache_create(void);
 void nvpm_sg_cache_destroy(void);

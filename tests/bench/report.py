@@ -15,8 +15,8 @@ the bare provider loop of the same API and repetition (adjacent in time).
 Client memory is derived, not measured (the module has no counter for it):
 per registration one kmalloc of the context (ArcInner<GpuPin<RegState>>,
 its size read from the module's DWARF) and the scatterlist the module
-allocates for the SGE count (up to 16 entries one slab object of 1, 2, 4, 8
-or 16 slots; beyond, slab chunks of 126 entries and a link, or of 510 for
+allocates for the SGE count (up to 16 entries one slab object of 1 or 16
+slots; beyond, slab chunks of 126 entries and a link, or of 510 for
 registrations of more than 126 pages), both rounded as the kernel's
 allocators round them.
 """
@@ -57,7 +57,7 @@ def kmalloc_size(n):
     return PAGE_SIZE << (pages - 1).bit_length()
 
 
-SG_EXACT_MAX = 16  # scatterlist.rs: tables up to this size are one object of 1-16 slots
+SG_EXACT_MAX = 16  # scatterlist.rs: tables up to this size are one object of 1 or 16 slots
 SHIM_H = Path(__file__).resolve().parents[2] / "src" / "ffi" / "shim.h"
 GPU_PAGE = 64 << 10
 
@@ -75,14 +75,14 @@ def sg_chunk_slots(name):
 def sg_table_bytes(nents, size_bytes, sg_size):
     """What the module's SgTable allocates for nents entries of a size_bytes
     registration, all from the module's slab caches: up to SG_EXACT_MAX one
-    object of the smallest class of 1, 2, 4, 8 or 16 slots; beyond, chained
+    object of 1 slot (one entry) or 16 (more); beyond, chained
     chunks, each chunk's last slot linking to the next. Small chunks
     (NVPM_SG_CHUNK_SLOTS, 4 KiB of slab) when the table cannot outgrow one,
     else large ones (NVPM_SG_LARGE_CHUNK_SLOTS, 16 KiB). A cache with a
     constructor keeps the free pointer outside the object: a class object
     takes 8 bytes more, and chunks are a slot short of a power of two."""
     if nents <= SG_EXACT_MAX:
-        return (1 << (nents - 1).bit_length()) * sg_size + 8
+        return (1 if nents == 1 else SG_EXACT_MAX) * sg_size + 8
     small = sg_chunk_slots("NVPM_SG_CHUNK_SLOTS")
     large = sg_chunk_slots("NVPM_SG_LARGE_CHUNK_SLOTS")
     max_entries = -(-size_bytes // GPU_PAGE)  # a segment takes at least a page

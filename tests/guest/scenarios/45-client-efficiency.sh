@@ -116,12 +116,12 @@ for seg in 1048576:1024 0:16384; do
 	nvpm-tool gpu free "$va" >/dev/null
 	if [ "${seg%%:*}" = 0 ]; then
 		# One SGE per page: exact counts around where the module's table
-		# changes shape (up to 16 entries one slab object of 1, 2, 4, 8 or
-		# 16 slots; up to 126, one small chunk; beyond, chained large chunks
-		# of 510 entries and a link). In ascending order, a freed object
-		# comes back with its old end mark inside the next, longer table of
-		# its class: the module must have cleared it (the core simulator's
-		# walk checks every SGE).
+		# changes shape (up to 16 entries one slab object of 1 or 16 slots;
+		# up to 126, one small chunk; beyond, chained large chunks of 510
+		# entries and a link). In ascending order, a freed object comes back
+		# with its old end mark inside the next, longer table of its class:
+		# the module must have cleared it (the core simulator's walk checks
+		# every SGE).
 		for npages in 1 2 3 4 5 8 9 16 17 125 126 127 128 509 510 511 512 1020 1021; do
 			va=$(nvpm-tool gpu alloc $((npages * 65536)))
 			one "$t/$npages-pages" "$va" $((npages * 65536)) get_pages_persistent put_pages_persistent
