@@ -338,13 +338,11 @@ impl<T: PinOwner> GpuPin<T> {
         if core::mem::take(&mut inner.map_waited) {
             self.map_done.notify_all();
         }
-        let outcome = if ret != 0 {
-            Err(P2pError::Driver(Error::from_errno(ret)))
-        } else if let Some(mapping) = NonNull::new(mapping) {
-            if inner.revoked {
-                // The driver frees the mapping with the page table.
-                Err(P2pError::Revoked)
-            } else {
+        let outcome = match (ret, NonNull::new(mapping)) {
+            (0, None) => Err(P2pError::Driver(EIO)),
+            // The driver frees the mapping with the page table.
+            (0, Some(_)) if inner.revoked => Err(P2pError::Revoked),
+            (0, Some(mapping)) => {
                 // SAFETY: just returned by the driver, not revoked, lock held.
                 let checked = unsafe { check_mapping(mapping, self.range.len()) };
                 // INVARIANT: a successful dma_map_pages for `peer`.
@@ -365,8 +363,7 @@ impl<T: PinOwner> GpuPin<T> {
                     }
                 }
             }
-        } else {
-            Err(P2pError::Driver(EIO))
+            (ret, _) => Err(P2pError::Driver(Error::from_errno(ret))),
         };
         Ok((PinGuard { guard: inner }, outcome))
     }
