@@ -44,18 +44,6 @@ bytes() {
 	esac
 }
 
-# run CLIENT VA SIZE [ARGS...]: one registration (or a timed loop) of CLIENT.
-run() {
-	r_c=$1 r_va=$2 r_size=$3
-	shift 3
-	case $r_c in
-	bare_p) nvpm-tool core direct "$r_va" "$r_size" --persistent "$@" ;;
-	bare_r) nvpm-tool core direct "$r_va" "$r_size" "$@" ;;
-	nv_mem_nc) nvpm-tool core reg "$r_va" "$r_size" "$@" ;;
-	nv_mem) nvpm-tool core reg "$r_va" "$r_size" --inval "$@" ;;
-	esac
-}
-
 # counters: the GPU simulator's counters and the module's stats, one
 # "NAME VALUE" per line (stats prefixed "stats.").
 counters() {
@@ -83,7 +71,7 @@ delta() {
 verify() {
 	v_t=$1 v_c=$2
 	nmap=0
-	if ! v_id=$(run "$v_c" "$3" "$4" 2>&1); then
+	if ! v_id=$(reg_as "$v_c" "$3" "$4" 2>&1); then
 		fail "$v_t/reg" "$v_id"
 		return
 	fi
@@ -103,7 +91,7 @@ verify() {
 loop() {
 	l_t=$1 l_c=$2 l_va=$3 l_size=$4 l_n=$5
 	l_before=$(counters)
-	if ! l_out=$(run "$l_c" "$l_va" "$l_size" --count "$l_n" $nocheck --drain 2>&1); then
+	if ! l_out=$(reg_as "$l_c" "$l_va" "$l_size" --count "$l_n" $nocheck --drain 2>&1); then
 		fail "$l_t/loop" "$l_out"
 		return 1
 	fi
@@ -117,7 +105,7 @@ bench "env checks=$BENCH_CHECKS mode=$BENCH_MODE max_seg_size=$(cat /sys/module/
 # hundred guest ms (one-time work elsewhere in the guest); spend that first.
 va=$(nvpm-tool gpu alloc 64K)
 for c in bare_p bare_r nv_mem_nc nv_mem; do
-	run "$c" "$va" 64K --count 20000 $nocheck --drain >/dev/null || fail "warm-up/$c" "loop failed"
+	reg_as "$c" "$va" 64K --count 20000 $nocheck --drain >/dev/null || fail "warm-up/$c" "loop failed"
 done
 nvpm-tool gpu free "$va" >/dev/null
 for size in $BENCH_SIZES; do
@@ -139,8 +127,8 @@ for size in $BENCH_SIZES; do
 			# fraction of one cycle's unpins, is not part of it).
 			for c in bare_p bare_r nv_mem_nc nv_mem; do
 				# (twice: the first loop after a change of setting can be slow)
-				run "$c" "$va" "$size" --count 20 $nocheck --drain >/dev/null
-				per=$(run "$c" "$va" "$size" --count 20 $nocheck --drain | awk '{printf "%d\n", $4 / 20 + 1}')
+				reg_as "$c" "$va" "$size" --count 20 $nocheck --drain >/dev/null
+				per=$(reg_as "$c" "$va" "$size" --count 20 $nocheck --drain | awk '{printf "%d\n", $4 / 20 + 1}')
 				n=$((BENCH_LOOP_MS * 1000000 / ${per:-1000000}))
 				[ "$n" -ge 3 ] || n=3
 				[ "$n" -le "$BENCH_MAX_COUNT" ] || n=$BENCH_MAX_COUNT
@@ -168,7 +156,7 @@ for size in $BENCH_SIZES; do
 			# (the time stamps cost time too: not used for the ratios).
 			for c in bare_p nv_mem_nc bare_r nv_mem; do
 				eval "n=\$n_$c"
-				out=$(run "$c" "$va" "$size" --count "$n" $nocheck --profile --drain 2>&1) || {
+				out=$(reg_as "$c" "$va" "$size" --count "$n" $nocheck --profile --drain 2>&1) || {
 					fail "$cell/$c/profile" "$out"
 					continue
 				}

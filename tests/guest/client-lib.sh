@@ -26,6 +26,22 @@ unload_stack() {
 	expect_ok "$1/rmmod-sims" rmmod mofed_peer_sim nvidia
 }
 
+# reg_as CLIENT VA SIZE [ARGS...]: one registration (or a timed loop) of
+# CLIENT through the core simulator: bare_p, bare_r (its direct mode:
+# persistent or revocable pages, no client), nv_mem_nc, nv_mem (MRs with
+# inval). The benchmarks' four "clients".
+reg_as() {
+	r_c=$1 r_va=$2 r_size=$3
+	shift 3
+	case $r_c in
+	bare_p) nvpm-tool core direct "$r_va" "$r_size" --persistent "$@" ;;
+	bare_r) nvpm-tool core direct "$r_va" "$r_size" "$@" ;;
+	nv_mem_nc) nvpm-tool core reg "$r_va" "$r_size" "$@" ;;
+	nv_mem) nvpm-tool core reg "$r_va" "$r_size" --inval "$@" ;;
+	*) echo "reg_as: unknown client $r_c" >&2; return 2 ;;
+	esac
+}
+
 # reg_and_check NAME SIZE LAYOUT OFFSET [REG_FLAGS...]: registers SIZE bytes
 # at OFFSET into a new buffer, checks the SG list against the GPU's DMA
 # addresses, deregisters and frees.

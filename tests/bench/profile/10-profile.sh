@@ -32,14 +32,7 @@ va=$(nvpm-tool gpu alloc "$PROFILE_SIZE" --layout "$PROFILE_LAYOUT") || {
 nvpm-tool gpu set cost_us "$PROFILE_COST"
 # loop CLIENT COUNT
 loop() {
-	case $1 in
-	bare_p) set -- direct --persistent "$2" ;;
-	bare_r) set -- direct "" "$2" ;;
-	nv_mem_nc) set -- reg "" "$2" ;;
-	nv_mem) set -- reg --inval "$2" ;;
-	esac
-	# shellcheck disable=SC2086 # $2: one flag or none
-	nvpm-tool core "$1" "$va" "$PROFILE_SIZE" $2 --count "$3" --nocheck --drain >/dev/null
+	reg_as "$1" "$va" "$PROFILE_SIZE" --count "$2" --nocheck --drain >/dev/null
 }
 # The same warm-up in every step: the first loops after boot run slow.
 for c in bare_p bare_r nv_mem_nc nv_mem; do
