@@ -27,15 +27,14 @@ pub fn segment_limit(max_seg_size: u64) -> u32 {
     (pages * GPU_PAGE_SIZE) as u32
 }
 
-/// How many pages may follow `start` in its segment near the top of the
-/// address space: `limit_pages - 1`, fewer where the addresses would pass
-/// the top (nothing wraps to 0).
+/// How many pages a segment starting at `start` may hold near the top of
+/// the address space: at most `limit_pages`, fewer where the addresses would
+/// pass the top (nothing wraps to 0).
 #[cold]
 #[inline(never)]
-fn more_near_top(start: u64, limit_pages: u64) -> usize {
+fn pages_below_top(start: u64, limit_pages: u64) -> u64 {
     let pages_to_top = (u64::MAX - start) / GPU_PAGE_SIZE + 1;
-    // CAST: below `limit_pages`, at most u32::MAX / 64 KiB.
-    (pages_to_top.min(limit_pages) - 1) as usize
+    pages_to_top.min(limit_pages)
 }
 
 /// Calls `emit` with the segments of `pages` (the DMA address of each 64 KiB
@@ -45,60 +44,62 @@ fn more_near_top(start: u64, limit_pages: u64) -> usize {
 pub fn for_each_segment<E>(
     pages: &[u64],
     limit: u32,
-    emit: impl FnMut(Segment) -> Result<(), E>,
-) -> Result<(), E> {
-    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1);
-    // CAST: at most u32::MAX / 64 KiB.
-    let bounded = pages.len() > limit_pages as usize;
-    // The common case (no segment can reach the limit) has a loop of its own.
-    if bounded {
-        plan::<true, E>(pages, limit_pages, emit)
-    } else {
-        plan::<false, E>(pages, limit_pages, emit)
-    }
-}
-
-/// [`for_each_segment`]; `BOUNDED`: segments may reach `limit_pages`.
-#[inline(always)]
-fn plan<const BOUNDED: bool, E>(
-    pages: &[u64],
-    limit_pages: u64,
     mut emit: impl FnMut(Segment) -> Result<(), E>,
 ) -> Result<(), E> {
+    let limit_pages = (u64::from(limit) / GPU_PAGE_SIZE).max(1);
+    let Some((&first, rest)) = pages.split_first() else {
+        return Ok(());
+    };
+    let mut rest = rest.iter();
+    let segment = |start: u64, end: u64| Segment {
+        addr: start,
+        // At most `limit_pages` pages, which fit u32.
+        len: end.wrapping_sub(start),
+    };
     // A segment starting at or below this ends below the top.
     let full_below = u64::MAX - limit_pages * GPU_PAGE_SIZE;
+    let mut start = first;
     // CAST: at most u32::MAX / 64 KiB.
-    let max_more = (limit_pages - 1) as usize;
-    let n = pages.len();
-    let mut i = 0;
-    while i < n {
-        let start = pages[i];
-        i += 1;
-        // The pages this segment may take: fewer near the top, `max_more`
-        // more when bounded, otherwise all of them.
-        let window = if start > full_below {
-            &pages[..n.min(i.saturating_add(more_near_top(start, limit_pages)))]
-        } else if BOUNDED {
-            &pages[..n.min(i.saturating_add(max_more))]
-        } else {
-            pages
-        };
-        // The hot loop: addresses below the top, no overflow checks.
+    if pages.len() <= limit_pages as usize && start <= full_below {
+        // The common case: no segment can reach the limit or the top, so a
+        // segment ends only where the addresses do.
         let mut next = start.wrapping_add(GPU_PAGE_SIZE);
-        while let Some(&page) = window.get(i) {
+        loop {
+            let Some(&page) = rest.next() else {
+                return emit(segment(start, next));
+            };
             if page != next {
-                break;
+                emit(segment(start, next))?;
+                start = page;
+                if page > full_below {
+                    break;
+                }
+                next = page;
             }
-            i += 1;
             next = next.wrapping_add(GPU_PAGE_SIZE);
         }
-        // At most `limit_pages` pages, which fit u32.
-        emit(Segment {
-            addr: start,
-            len: next.wrapping_sub(start),
-        })?;
     }
-    Ok(())
+    // The general case, from `start` on: each segment ends at the address
+    // where it would reach the limit or pass the top (`cap`) at the latest.
+    let cap_of = |start: u64| {
+        let pages = if start > full_below {
+            pages_below_top(start, limit_pages)
+        } else {
+            limit_pages
+        };
+        start.wrapping_add(pages * GPU_PAGE_SIZE)
+    };
+    let mut cap = cap_of(start);
+    let mut next = start.wrapping_add(GPU_PAGE_SIZE);
+    for &page in rest {
+        if page != next || page == cap {
+            emit(segment(start, next))?;
+            start = page;
+            cap = cap_of(page);
+        }
+        next = page.wrapping_add(GPU_PAGE_SIZE);
+    }
+    emit(segment(start, next))
 }
 
 #[cfg(test)]
