@@ -72,6 +72,18 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev)
 }
 
 /*
+ * The classes of shim.h, in order: cache name, slots per object. Large
+ * chunks are 16 KiB objects: slabs of order 2 or 3, which the page allocator
+ * retries rather than fails (PAGE_ALLOC_COSTLY_ORDER); SLUB falls back to
+ * the smallest order that holds one object.
+ */
+#define NVPM_SG_CLASS_LIST(X)                                   \
+	X(nvidia_peermem_sg_1, 1)                               \
+	X(nvidia_peermem_sg_16, 16)                             \
+	X(nvidia_peermem_sg, NVPM_SG_CHUNK_SLOTS)               \
+	X(nvidia_peermem_sg_large, NVPM_SG_LARGE_CHUNK_SLOTS)
+
+/*
  * Every object is zeroed once, by its cache's constructor, when its slab is
  * made. A cache with a constructor is not zeroed again per allocation
  * (init_on_alloc), and an object keeps its contents while free. The Rust
@@ -79,32 +91,20 @@ unsigned int nvpm_dma_max_seg_size(struct device *dev)
  * 0 (it clears its chain links and end mark before freeing), so an entry is
  * written as its length and DMA fields.
  */
-#define NVPM_SG_CTOR(slots)                                                 \
-	static void nvpm_sg_ctor_##slots(void *sg)                          \
-	{                                                                   \
-		memset(sg, 0, (slots) * sizeof(struct scatterlist));        \
+#define NVPM_SG_CTOR(name, slots)                                   \
+	static void name##_ctor(void *sg)                           \
+	{                                                           \
+		memset(sg, 0, (slots) * sizeof(struct scatterlist)); \
 	}
-NVPM_SG_CTOR(1)
-NVPM_SG_CTOR(16)
-NVPM_SG_CTOR(127)
-NVPM_SG_CTOR(511)
+NVPM_SG_CLASS_LIST(NVPM_SG_CTOR)
 
-/*
- * Large chunks are 16 KiB objects: slabs of order 2 or 3, which the page
- * allocator retries rather than fails (PAGE_ALLOC_COSTLY_ORDER); SLUB falls
- * back to the smallest order that holds one object.
- */
+#define NVPM_SG_CLASS(name, slots) { #name, slots, name##_ctor },
 static const struct {
 	const char *name;
 	unsigned int slots;
 	void (*ctor)(void *sg);
-} nvpm_sg_classes[NVPM_SG_CLASSES] = {
-	{ "nvidia_peermem_sg_1", 1, nvpm_sg_ctor_1 },
-	{ "nvidia_peermem_sg_16", 16, nvpm_sg_ctor_16 },
-	{ "nvidia_peermem_sg", NVPM_SG_CHUNK_SLOTS, nvpm_sg_ctor_127 },
-	{ "nvidia_peermem_sg_large", NVPM_SG_LARGE_CHUNK_SLOTS, nvpm_sg_ctor_511 },
-};
-static_assert(NVPM_SG_CHUNK_SLOTS == 127 && NVPM_SG_LARGE_CHUNK_SLOTS == 511);
+} nvpm_sg_classes[] = { NVPM_SG_CLASS_LIST(NVPM_SG_CLASS) };
+static_assert(ARRAY_SIZE(nvpm_sg_classes) == NVPM_SG_CLASSES);
 static_assert(NVPM_SG_CHUNK_CLASS == 2 && NVPM_SG_LARGE_CHUNK_CLASS == 3);
 
 static struct kmem_cache *nvpm_sg_caches[NVPM_SG_CLASSES];

@@ -411,7 +411,21 @@ fn finit_module(path: &str, params: &str) -> Result<i64, String> {
     Ok(ret)
 }
 
-fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
+/// The module's init function that creates the scatterlist slab caches
+/// (`src/shim.c`), before it reads anything that depends on the parameters.
+const CACHE_SETUP: &str = "nvpm_sg_cache_create";
+
+/// What one load sweep found.
+struct InitSweep {
+    figures: String,
+    /// The last allocation of the slab caches' setup it failed (0: none
+    /// before the first failure logged elsewhere).
+    cache_setup: u64,
+}
+
+/// Loads the module with @params and allocation #N failing, for N = @first,
+/// @first + 1, ... until a load passes without a forced failure.
+fn sweep_init(params: &str, first: u64, problems: &mut Problems) -> Result<InitSweep, String> {
     if fs::metadata("/sys/module/nvidia_peermem").is_ok() {
         return Err("nvidia_peermem is loaded: --init loads it itself".into());
     }
@@ -424,8 +438,9 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
     let clients0 = get(&CORE.counters()?, "clients.live");
     let mut sites: BTreeSet<String> = BTreeSet::new();
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    let mut hits = 0u64;
-    for n in 1u64.. {
+    let (mut hits, mut cache_setup) = (0u64, 0u64);
+    let mut past_setup = false;
+    for n in first.. {
         set_fail_nth(n)?;
         let ret = finit_module(&ko, params);
         let hit = injected()?;
@@ -461,6 +476,16 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
             break;
         }
         hits += 1;
+        // The setup's allocations come first, in one call: up to the last
+        // logged one in it, before any logged elsewhere, every allocation is
+        // in it (also those not logged, __GFP_NOWARN).
+        if !found.is_empty() && !past_setup {
+            if found.iter().all(|s| s.starts_with(CACHE_SETUP)) {
+                cache_setup = n;
+            } else {
+                past_setup = true;
+            }
+        }
         let outcome = if loaded {
             "loaded".to_string()
         } else {
@@ -472,20 +497,55 @@ fn sweep_init(params: &str, problems: &mut Problems) -> Result<String, String> {
         }
         sites.extend(found);
     }
-    Ok(format!(
-        "module load ({params}): {hits} allocation fault sites, {} distinct call sites [{}], outcomes: {}",
+    let figures = format!(
+        "module load ({params}): {hits} allocation fault sites from #{first}, {} distinct call sites [{}], outcomes: {}",
         sites.len(),
         sites.iter().cloned().collect::<Vec<_>>().join(", "),
         tally(&outcomes)
+    );
+    Ok(InitSweep {
+        figures,
+        cache_setup,
+    })
+}
+
+/// How far before the end of the first load's cache setup the second sweep
+/// starts: the setup's allocation count varies by a few from load to load.
+const SETUP_MARGIN: u64 = 40;
+
+/// `--init PARAMS [--then PARAMS2]`: sweeps the load with PARAMS, then with
+/// PARAMS2 from shortly before the end of the slab caches' setup: the caches
+/// are created before the parameters are used, so those allocations (most of
+/// a load's) were swept with PARAMS. The second sweep must start inside the
+/// setup, so that nothing after it is skipped.
+fn sweep_loads(params: &str, then: Option<&str>, problems: &mut Problems) -> Result<String, String> {
+    let first = sweep_init(params, 1, problems)?;
+    let Some(then) = then else {
+        return Ok(first.figures);
+    };
+    let start = first.cache_setup.saturating_sub(SETUP_MARGIN).max(1);
+    let second = sweep_init(then, start, problems)?;
+    if second.cache_setup == 0 {
+        problems.add(format!(
+            "load ({then}) from allocation #{start}: no forced failure in {CACHE_SETUP} before the \
+             first elsewhere, so allocations after it may have been skipped (it ended at #{} in the load before)",
+            first.cache_setup
+        ));
+    }
+    Ok(format!(
+        "{}; {} (before #{start}: {CACHE_SETUP}, swept above; it ended at #{} and #{})",
+        first.figures, second.figures, first.cache_setup, second.cache_setup
     ))
 }
 
 pub fn run(args: &[String]) -> Result<String, Fail> {
-    let a = Args::split(args, &[], &["init"])?;
-    a.expect(0, 0, "stress failslab [--init PARAMS]")?;
+    let a = Args::split(args, &[], &["init", "then"])?;
+    a.expect(0, 0, "stress failslab [--init PARAMS [--then PARAMS]]")?;
     let mut problems = Problems::default();
+    let then = a.options.get("then").map(String::as_str);
     let figures = match a.options.get("init") {
-        Some(params) => sweep_init(params, &mut problems),
+        Some(params) => sweep_loads(params, then, &mut problems),
+        None if then.is_some() => return Err(Fail::Usage("--then needs --init".into())),
         None => sweep_registrations(&mut problems),
     };
     // Leave fault injection off whatever happened.

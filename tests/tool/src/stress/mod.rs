@@ -33,7 +33,9 @@ Stress suite (tests/README.md, \"Stress suite\"):
   stress random --seed S [--ops N] [--check-every N] [--faults] [--verbose]
                     a replayable random sequence checked against a model
   stress faults     every provider call of a workload fails in turn
-  stress failslab [--init PARAMS]   every module allocation fails in turn (debug kernel)
+  stress failslab [--init PARAMS [--then PARAMS]]
+                    every module allocation fails in turn (debug kernel); --then:
+                    a second load sweep, from past the slab caches' setup
 ";
 
 /// Why a stress command failed.
