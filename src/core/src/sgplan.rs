@@ -39,7 +39,7 @@ fn pages_below_top(start: u64, limit_pages: u64) -> u64 {
 
 /// Calls `emit` with the segments of `pages` (the DMA address of each 64 KiB
 /// page, in order) for `limit` from [`segment_limit`], in order, and stops at
-/// its first error. One pass, one compare per page.
+/// its first error. One pass; in the common case, one compare per page.
 #[inline(always)]
 pub fn for_each_segment<E>(
     pages: &[u64],
