@@ -22,8 +22,9 @@ for cfg in $STRESS_CONFIGS; do
 done
 
 # The module's load: every allocation of its init fails in turn, with the
-# default parameters, then with persistent_api_support=0 from past the slab
-# caches' setup (the same allocations in the same order: swept in the first).
+# default parameters, then with persistent_api_support=0 from shortly before
+# the end of the slab caches' setup (made before the parameters matter, so
+# swept in the first; the tool checks that the second starts inside it).
 for m in nvidia_peermem mofed_peer_sim nvidia; do ! loaded $m || rmmod $m; done
 modprobe mofed_peer_sim && modprobe nvidia
 stress_run load failslab --init "" --then "persistent_api_support=0"

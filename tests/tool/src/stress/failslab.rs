@@ -412,7 +412,7 @@ fn finit_module(path: &str, params: &str) -> Result<i64, String> {
 }
 
 /// The module's init function that creates the scatterlist slab caches
-/// (`src/shim.c`), before it reads anything that depends on the parameters.
+/// (`src/shim.c`), before anything in the init depends on the parameters.
 const CACHE_SETUP: &str = "nvpm_sg_cache_create";
 
 /// What one load sweep found.
