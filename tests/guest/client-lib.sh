@@ -4,9 +4,18 @@
 STATS=/sys/kernel/debug/nvidia_peermem/stats
 
 # load_stack NAME CORE_PARAMS GPU_PARAMS [PEERMEM_PARAMS]: the two simulators
-# and the module under test, each loaded fresh with its parameters.
+# and the module under test, each loaded fresh with its parameters (a module
+# still loaded would keep its old ones: modprobe of a loaded module does
+# nothing). Marks the kernel log (expect_dmesg looks after the mark).
 load_stack() {
 	for m in nvidia_peermem mofed_peer_sim nvidia; do ! loaded $m || rmmod $m; done
+	for m in nvidia_peermem mofed_peer_sim nvidia; do
+		if loaded $m; then
+			fail "$1/load" "$m could not be unloaded, so it would keep its old parameters"
+			return 1
+		fi
+	done
+	mark_dmesg "$1"
 	# shellcheck disable=SC2086 # parameters are words
 	if modprobe mofed_peer_sim $2 && modprobe nvidia $3 && modprobe nvidia_peermem $4; then
 		pass "$1/load"
@@ -64,11 +73,6 @@ reg_and_check() {
 # expect_nothing_held NAME: no pin, mapping or MR is alive and no simulator
 # saw a contract violation (GPU buffers may still be allocated).
 expect_nothing_held() {
-	# Revocable pages are unpinned from a work item: give it a moment.
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		[ "$(nvpm-tool gpu counter pins.live)" = 0 ] && break
-		sleep 0.2
-	done
 	eh=""
 	for c in pins.live pins.persistent mappings.live violations; do
 		v=$(nvpm-tool gpu counter $c 2>&1)

@@ -28,9 +28,19 @@ expect_fail() {
 	if out=$("$@" 2>&1); then fail "$n" "'$*' succeeded: $out"; else pass "$n"; fi
 }
 
-# expect_dmesg NAME PATTERN: the kernel log has a line matching PATTERN.
+# expect_dmesg NAME PATTERN: the kernel log has a line matching PATTERN after
+# the latest mark (mark_dmesg), not one an earlier step wrote.
 expect_dmesg() {
-	if dmesg | grep -qE "$2"; then pass "$1"; else fail "$1" "no dmesg line matches '$2'"; fi
+	if dmesg_since_mark | grep -qE "$2"; then pass "$1"; else fail "$1" "no dmesg line since the mark matches '$2'"; fi
+}
+
+# mark_dmesg LABEL: expect_dmesg looks only at kernel log lines after this
+# (init marks the start of each scenario; load_stack marks each load).
+mark_dmesg() { echo "NVPM-MARK $SCENARIO $1" >/dev/kmsg; }
+
+# dmesg_since_mark: the kernel log after the latest mark.
+dmesg_since_mark() {
+	dmesg | awk '/NVPM-MARK / { n = 0; next } { line[n++] = $0 } END { for (i = 0; i < n; i++) print line[i] }'
 }
 
 loaded() { [ -d "/sys/module/$1" ]; }

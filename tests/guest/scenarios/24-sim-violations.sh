@@ -128,6 +128,7 @@ expect_counter failed-regs-unwound gpu pins.live 0
 # buggy core does that; "dereg ... again=F counted" plays one. Uncounted, the
 # same calls (a bad-input test of the client) are no violation.
 dereg_again() {
+	reply=""
 	id=$(nvpm-tool core reg "$va" 1M --inval) &&
 		reply=$(nvpm-tool core dereg "$id" --again "$@" 2>&1)
 }

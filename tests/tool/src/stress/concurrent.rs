@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::{clock_seed, leftovers, opt, settle, tally, Fail, Pages, Problems, Stack};
+use super::{clock_seed, leftovers, opt, expect_held, tally, Fail, Pages, Problems, Stack};
 use crate::cli::Args;
 use crate::ctl::{self, delta, Ctl};
 use crate::parse::MrInfo;
@@ -308,7 +308,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
             all.callbacks += gpu.number(&format!("free {:#x}", b.va))?;
         }
     }
-    if let Err(e) = settle(0, 0) {
+    if let Err(e) = expect_held(0, 0) {
         problems.add(e);
     }
     for d in leftovers()? {

@@ -36,7 +36,7 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 
-use super::{leftovers, settle, tally, Fail, Problems, Stack};
+use super::{leftovers, expect_held, tally, Fail, Problems, Stack};
 use crate::cli::Args;
 use crate::ctl::{get, Ctl};
 use crate::parse::parse_u64;
@@ -319,7 +319,7 @@ fn workload(
 }
 
 fn check_clean(what: &str, problems: &mut Problems, v0: (i64, i64)) -> Result<(), String> {
-    if let Err(e) = settle(0, 0) {
+    if let Err(e) = expect_held(0, 0) {
         problems.add(format!("{what}: {e}"));
     }
     for d in leftovers()? {
@@ -371,6 +371,13 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
                     other.len()
                 )),
             }
+        }
+    }
+    // Each registration allocates (its context, its scatterlist): a step
+    // that saw no fault site means the injection never worked.
+    for step in ["reg-inval", "reg"] {
+        if !per_step.contains_key(step) {
+            problems.add(format!("{step}: no allocation could be failed"));
         }
     }
     Ok(format!(

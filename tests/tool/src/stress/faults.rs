@@ -87,7 +87,8 @@ fn puts() -> Result<i64, String> {
     Ok(get(&g, "calls.put_pages") + get(&g, "calls.put_pages_persistent"))
 }
 
-/// Deregisters @id and waits for its unpin (deferred for revocable pins).
+/// Deregisters @id and, if it was mapped, waits a moment for its unpin (the
+/// module unpins before the dereg returns; scenario 41 checks that strictly).
 fn dereg(core: &mut Ctl, id: u64) -> Result<(), String> {
     let mapped = core
         .must(&format!("show {id}"))?
@@ -125,7 +126,7 @@ fn workload(gpu: &mut Ctl, core: &mut Ctl) -> Result<Run, String> {
     for id in regs.iter().filter_map(|r| r.as_ref().ok()) {
         dereg(core, *id)?;
     }
-    // A registration whose dma_map failed is unpinned from a work item too.
+    // What is still pinned in buffers a and b: kept by a put that failed.
     let pins = || -> Result<Vec<u64>, String> {
         GPU.read("pins")?
             .lines()
@@ -176,6 +177,22 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     let total = calls_delta(&calls(&g0), &calls(&GPU.counters()?));
     if !clean.kept.is_empty() {
         return Err(Fail::Check("the clean run left buffers pinned".into()));
+    }
+    // Each registration's outcome with a fault is compared with the clean
+    // run's, so that must be right (a function a failed registration does
+    // not call would not be faulted at all): the two with invalidation
+    // register; the one without only if the GPU pins persistently, else no
+    // client claims it (EFAULT).
+    let persistent_ok = if stack.persistent_api { Ok(()) } else { Err(EFAULT) };
+    for (i, want) in [Ok(()), persistent_ok, Ok(())].iter().enumerate() {
+        if clean.regs[i].map(|_| ()) != *want {
+            return Err(Fail::Check(format!(
+                "registration {} in the clean run: {:?}, expected {:?}",
+                i + 1,
+                clean.regs[i],
+                want
+            )));
+        }
     }
 
     let (mut sites, mut kept_pins) = (0u64, 0u64);

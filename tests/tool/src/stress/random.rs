@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{clock_seed, leftovers, opt, settle, tally, Fail, Pages, Stack};
+use super::{clock_seed, leftovers, opt, expect_held, tally, Fail, Pages, Stack};
 use crate::cli::Args;
 use crate::ctl::{self, delta, get, CmdError, Ctl};
 use crate::parse::{errno_name, MrInfo};
@@ -158,8 +158,8 @@ impl Runner {
         self.mrs.iter().filter(|m| keep || !m.invalidated).count() as i64
     }
 
-    fn settle(&self) -> Result<(), String> {
-        settle(self.revocable_pins(), self.contexts())
+    fn expect_held(&self) -> Result<(), String> {
+        expect_held(self.revocable_pins(), self.contexts())
     }
 
     /// Forgets a freed buffer once no pin keeps it.
@@ -222,7 +222,7 @@ impl Runner {
             return self.op_alloc();
         }
         let va = *self.rng.pick(&pool);
-        self.settle()?;
+        self.expect_held()?;
         let cmd = format!("free {va:#x}");
         let n = self.gpu.number(&cmd)? as i64;
         self.log(&format!("{cmd} -> {n} callback(s)"));
@@ -472,7 +472,7 @@ impl Runner {
         let inject = self.faults && self.rng.chance(5) && !self.mrs[i].invalidated;
         let errno = *self.rng.pick(&ERRNOS);
         if inject {
-            self.settle()?;
+            self.expect_held()?;
             self.arm(Func::DmaUnmap, errno)?;
         }
         let mr = self.mrs.remove(i);
@@ -490,7 +490,7 @@ impl Runner {
             self.exp.releases += 1;
         }
         if inject {
-            self.settle()?;
+            self.expect_held()?;
             if !self.disarm(Func::DmaUnmap)? {
                 return Err(format!(
                     "'{cmd}': the injected dma_unmap_pages failure was not consumed"
@@ -505,7 +505,7 @@ impl Runner {
     /// Everything the model knows, compared with the stack.
     fn checkpoint(&mut self) -> Result<(), String> {
         self.fig.checkpoints += 1;
-        self.settle()?;
+        self.expect_held()?;
         let (g, c, s) = (GPU.counters()?, CORE.counters()?, ctl::stats());
         let [g0, c0, s0] = &self.base;
         let pinned: i64 = self
@@ -662,9 +662,8 @@ impl Runner {
             }
             self.drop_if_unused(mr.buf);
         }
-        // The unpins of revocable pins run from a work item: a cudaFree
-        // before they are done would fire callbacks on pins being unpinned.
-        self.settle()?;
+        // Every deregistration above unpinned before it returned.
+        self.expect_held()?;
         for va in self.allocated() {
             self.gpu.must(&format!("free {va:#x}"))?;
             self.bufs.get_mut(&va).expect("listed").freed = true;
