@@ -18,10 +18,13 @@ OFA_ARCH := $(shell uname -m)
 KREL ?= $(if $(KDIR),$(shell $(MAKE) -s -C $(KDIR) $(KMAKE_FLAGS) kernelrelease 2>/dev/null))
 # The newest NVIDIA driver source's nv-p2p.h.
 NV_P2P_H ?= $(shell ls -d /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h 2>/dev/null | sort -V | tail -n 1)
-PEER_MEM_H ?= $(firstword $(wildcard \
+# MOFED's peer_mem.h, if it has the _ex client (5.4-3+, DOCA-OFED): older
+# ones declare other layouts of the client struct (4.1 to 5.0: 152 bytes,
+# no _ex), which the module chooses at load (peerdirect_support) instead.
+PEER_MEM_H ?= $(firstword $(shell grep -ls 'struct peer_memory_client_ex' /dev/null $(wildcard \
 	/usr/src/ofa_kernel/$(OFA_ARCH)/$(KREL)/include/rdma/peer_mem.h \
 	/usr/src/ofa_kernel/$(KREL)/include/rdma/peer_mem.h \
-	/usr/src/ofa_kernel/default/include/rdma/peer_mem.h))
+	/usr/src/ofa_kernel/default/include/rdma/peer_mem.h)))
 # Module.symvers of the GPU driver and the RDMA core; by default a stub
 # naming the ABI headers' functions (scripts/abi-symvers.sh).
 NVPM_EXTRA_SYMBOLS ?= $(CURDIR)/build/abi.symvers

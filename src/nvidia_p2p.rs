@@ -147,8 +147,6 @@ struct Inner<T> {
     mapping: Option<DmaMapping>,
     /// The driver revoked the pages (only revocable pins).
     revoked: bool,
-    /// `pin` is calling the driver; a callback now owns its reference.
-    pinning: bool,
     /// A teardown is calling the driver to unpin; a callback that starts now
     /// leaves its reference to the teardown (put_pages waits for it).
     putting: bool,
@@ -190,7 +188,6 @@ impl<T: PinOwner> GpuPin<T> {
                     pages: None,
                     mapping: None,
                     revoked: false,
-                    pinning: false,
                     putting: false,
                     mapping_in_flight: false,
                     map_waited: false,
@@ -239,7 +236,6 @@ impl<T: PinOwner> GpuPin<T> {
                 (ret, None)
             }
             PinKind::Revocable => {
-                self.inner.lock().pinning = true;
                 // The driver holds this reference until put_pages returns or
                 // the callback ends; see `free_callback` and `Teardown::run`.
                 let data = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
@@ -255,8 +251,7 @@ impl<T: PinOwner> GpuPin<T> {
                         data,
                     )
                 };
-                let mut inner = self.inner.lock();
-                inner.pinning = false;
+                let inner = self.inner.lock();
                 if ret != 0 {
                     drop(inner);
                     // SAFETY: the driver refused, so it kept no reference and
@@ -470,15 +465,20 @@ impl Teardown {
                 // SAFETY: `pages` is a live revocable pin of `va`; a racing
                 // callback completes before this returns.
                 let ret = unsafe { abi::nvidia_p2p_put_pages(0, 0, va, pages.0.as_ptr()) };
-                if ret == 0 {
-                    // SAFETY: the driver gave back the reference `pin()` handed
-                    // it: the callback will not run again, and one that ran
-                    // during the unpin left it to us (`putting`).
+                // The reference `pin()` handed the driver is ours again if
+                // the driver gave it back, or if its callback ran during the
+                // unpin (`putting`: it left the reference to us, and older
+                // drivers then fail the put). Otherwise the driver kept the
+                // pin and may still call back: the reference stays its.
+                let ours = ret == 0 || {
+                    let mut inner = pin.inner.lock();
+                    inner.putting = false;
+                    inner.revoked
+                };
+                if ours {
+                    // SAFETY: see above: the callback will not run again, and
+                    // put_pages returned after one that ran had ended.
                     drop(unsafe { Arc::from_raw(Arc::as_ptr(pin)) });
-                } else {
-                    // The driver kept the pin and may still call back: its
-                    // reference stays, owned by that callback.
-                    pin.inner.lock().putting = false;
                 }
                 ret
             }

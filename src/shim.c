@@ -46,7 +46,7 @@ static const struct kernel_param_ops nvpm_param_ops_01 = {
 
 module_param_cb(persistent_api_support, &nvpm_param_ops_01, &persistent_api_support, 0444);
 MODULE_PARM_DESC(persistent_api_support,
-		 "1 (default): one persistent client nv_mem; 0: revocable nv_mem plus persistent nv_mem_nc");
+		 "1 (default): persistent nv_mem, revocable nv_mem_fallback behind it; 0: revocable nv_mem plus persistent nv_mem_nc");
 module_param_cb(peerdirect_support, &nvpm_param_ops_01, &peerdirect_support, 0444);
 MODULE_PARM_DESC(peerdirect_support,
 		 "0 (default): MOFED 5.4-3+ / DOCA (_ex client); 1: legacy MOFED 4.x-5.0 layout");

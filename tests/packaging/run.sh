@@ -447,6 +447,12 @@ check driver-upgrade-rebuilt sh -c "grep -q 'nv-p2p.h from /usr/src/nvidia-580.2
 check driver-upgrade-trigger-ran grep -q 'Processing triggers for nvidia-peer-memory-dkms' "$LOGS/driver-upgrade.log"
 inlog_progress ofed-install "dpkg -i fake-mlnx-ofed-kernel_24.10_all.deb" || bad ofed-install "see $LOGS/ofed-install.log"
 check ofed-install-rebuilt grep -q 'peer_mem.h from /usr/src/ofa_kernel/default/include/rdma/peer_mem.h' "$(makelog ofed-install)"
+# An older MOFED's header (4.9: no _ex client) would not build: the rebuild
+# keeps src/ffi's, and the layout is chosen at load (peerdirect_support).
+inr sh -c 'echo "/* MLNX_OFED 4.9 peer_mem.h: struct peer_memory_client only */" >/tmp/peer_mem-4.9.h'
+fakepkg fake-mlnx-ofed-kernel 4.9 /usr/src/ofa_kernel/default/include/rdma/peer_mem.h /tmp/peer_mem-4.9.h
+inlog_progress ofed-old-install "dpkg -i fake-mlnx-ofed-kernel_4.9_all.deb" || bad ofed-old-install "see $LOGS/ofed-old-install.log"
+check ofed-old-header-skipped grep -q 'peer_mem.h from src/ffi' "$(makelog ofed-old-install)"
 # A driver whose header does not build: the install succeeds, the module
 # and DKMS's state stay as they were.
 inr sh -c 'echo "#error this GPU driver header does not build" >/tmp/broken-nv-p2p.h'

@@ -616,6 +616,24 @@ int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
 
+/*
+ * Test knob revoked_put_errno (older drivers, not current ones): a put of a
+ * table whose callback already ran fails with this errno instead of
+ * returning 0, as older drivers did (the put still counts: a second one is
+ * a double put).
+ */
+static uint revoked_put_errno;
+module_param(revoked_put_errno, uint, 0644);
+MODULE_PARM_DESC(revoked_put_errno, "Test knob: a put after the free callback returns -N (older drivers) instead of 0");
+
+/* Test hooks free_during_map, free_during_put: see gsim_free_meanwhile. */
+static bool free_during_map;
+static bool free_during_put;
+static void gsim_free_meanwhile(bool hook, struct nvidia_p2p_page_table *pt);
+
+module_param(free_during_put, bool, 0644);
+MODULE_PARM_DESC(free_during_put, "Test hook: put_pages first frees the buffer being unpinned from another thread and waits up to 1 s for its callback to return");
+
 /* The common part of both puts, gsim.lock held. */
 static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 		    bool persistent)
@@ -627,18 +645,12 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 			       gsim_fn_names[fn]);
 		return -EINVAL;
 	}
-	switch (pin->state) {
-	case PIN_REVOKED:
-		/* The callback already freed it: a late put is fine, once. */
-		WRITE_ONCE(pin->state, PIN_PUT);
-		return 0;
-	case PIN_PUT:
+	if (pin->state == PIN_PUT) {
 		gsim_violation(V_DOUBLE_PUT, "nvidia_p2p_%s of page table #%llu, already put",
 			       gsim_fn_names[fn], pin->id);
 		return -EINVAL;
-	default:
-		break;
 	}
+	/* Also after the callback: the wrong put would reach freed state. */
 	if (pin->persistent != persistent || pin->va != va) {
 		gsim_violation(V_WRONG_PUT,
 			       "nvidia_p2p_%s of %s page table #%llu (va %#llx) with va %#llx",
@@ -647,6 +659,11 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 			       pin->id, pin->va, va);
 		return -EINVAL;
 	}
+	if (pin->state == PIN_REVOKED) {
+		/* The callback already freed it: a late put is fine, once. */
+		WRITE_ONCE(pin->state, PIN_PUT);
+		return -(int)READ_ONCE(revoked_put_errno);
+	}
 	gsim_retire(pin, PIN_PUT);
 	return 0;
 }
@@ -654,8 +671,11 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
-	int ret = gsim_begin(FN_PUT_PAGES);
+	int ret;
 
+	if (page_table)
+		gsim_free_meanwhile(READ_ONCE(free_during_put), page_table);
+	ret = gsim_begin(FN_PUT_PAGES);
 	if (!ret && page_table)
 		ret = gsim_put(FN_PUT_PAGES, virtual_address, page_table, false);
 	return gsim_end(FN_PUT_PAGES, ret);
@@ -790,15 +810,13 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 	return 0;
 }
 
-static void gsim_free_during_map(struct nvidia_p2p_page_table *pt);
-
 int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
 	int ret;
 
-	gsim_free_during_map(page_table);
+	gsim_free_meanwhile(READ_ONCE(free_during_map), page_table);
 	ret = gsim_begin(FN_DMA_MAP_PAGES);
 	if (!ret)
 		ret = gsim_dma_map(peer, page_table, dma_mapping);
@@ -932,8 +950,9 @@ EXPORT_SYMBOL_GPL(nvidia_sim_callbacks_started);
  * driver then freed the table) before doing its work: a cudaFree that
  * completes while a client is inside dma_map_pages. A client that passes a
  * table the driver may free meanwhile gets a use_after_free violation.
+ * free_during_put does the same in nvidia_p2p_put_pages: a cudaFree whose
+ * callback runs while the client is inside the unpin.
  */
-static bool free_during_map;
 module_param(free_during_map, bool, 0644);
 MODULE_PARM_DESC(free_during_map, "Test hook: dma_map_pages first frees the buffer being mapped from another thread and waits up to 1 s for its callback to return");
 
@@ -954,12 +973,12 @@ static void gsim_free_work_fn(struct work_struct *work)
 		wake_up_var(&gsim_free_works);
 }
 
-static void gsim_free_during_map(struct nvidia_p2p_page_table *pt)
+static void gsim_free_meanwhile(bool hook, struct nvidia_p2p_page_table *pt)
 {
 	struct gsim_free_work *w;
 	struct gsim_pin *pin;
 
-	if (!READ_ONCE(free_during_map))
+	if (!hook)
 		return;
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)
@@ -981,7 +1000,7 @@ static void gsim_free_during_map(struct nvidia_p2p_page_table *pt)
 	kref_put(&pin->ref, gsim_pin_free);
 }
 
-/* At unload: the frees queued by free_during_map have run. */
+/* At unload: the frees queued by the free_during_* hooks have run. */
 static void gsim_flush_free_works(void)
 {
 	wait_var_event(&gsim_free_works, !atomic_read(&gsim_free_works));

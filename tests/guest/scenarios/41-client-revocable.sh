@@ -46,6 +46,20 @@ for mode in modern mid legacy; do
 		expect_match "$t/unpin-moved-to-release" "^deferred_releases $((moved + 1))$" "$(cat $STATS)"
 		nvpm-tool gpu set cost_us 0
 		expect_eq "$t/slow-unpin-free" 0 "$(nvpm-tool gpu free "$va" 2>&1)"
+		# A cudaFree whose callback runs while the module is inside the
+		# unpin, and a driver that then fails the put (as older ones did):
+		# the callback left its reference to the unpin, which drops it.
+		va=$(nvpm-tool gpu alloc 2M --layout fragmented)
+		id=$(nvpm-tool core reg "$va" 2M --inval)
+		cb=$(nvpm-tool gpu counter callbacks)
+		nvpm-tool gpu set free_during_put 1
+		nvpm-tool gpu set revoked_put_errno 22
+		expect_ok "$t/free-during-put/dereg" nvpm-tool core dereg "$id"
+		nvpm-tool gpu set free_during_put 0
+		nvpm-tool gpu set revoked_put_errno 0
+		expect_counter "$t/free-during-put/callback" gpu callbacks $((cb + 1))
+		expect_match "$t/free-during-put/no-context-left" "^contexts_live 0$" "$(cat $STATS)"
+		expect_counter "$t/free-during-put/unpinned" gpu pins.live 0
 		unload_stack "$t"
 	done
 done

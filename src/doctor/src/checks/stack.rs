@@ -100,10 +100,14 @@ pub(crate) fn nvidia_p2p(ctx: &Ctx<'_>) -> Check {
         .detail(found);
     }
     if !persistent.is_empty() {
-        return Check::warn(
+        // The module imports them whatever its parameters: it cannot load.
+        return Check::fail(
             ID,
-            format!("no persistent P2P API ({}): persistent_api_support=1 cannot work", list(&persistent)),
-            "upgrade the NVIDIA driver (R535 or newer), or load nvidia_peermem with persistent_api_support=0",
+            format!(
+                "no persistent P2P API ({}), which nvidia_peermem needs to load",
+                list(&persistent)
+            ),
+            "upgrade the NVIDIA driver to R535 or newer",
         )
         .detail(found);
     }

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::{clock_seed, leftovers, opt, expect_held, tally, Fail, Pages, Problems, Stack};
+use super::{clock_seed, expect_held, leftovers, opt, tally, Fail, Pages, Problems, Stack};
 use crate::cli::Args;
 use crate::ctl::{self, delta, Ctl};
 use crate::parse::MrInfo;

@@ -36,7 +36,7 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 
-use super::{leftovers, expect_held, tally, Fail, Problems, Stack};
+use super::{expect_held, leftovers, tally, Fail, Problems, Stack};
 use crate::cli::Args;
 use crate::ctl::{get, Ctl};
 use crate::parse::parse_u64;
@@ -525,7 +525,11 @@ const SETUP_MARGIN: u64 = 40;
 /// are created before the parameters are used, so those allocations (most of
 /// a load's) were swept with PARAMS. The second sweep must start inside the
 /// setup, so that nothing after it is skipped.
-fn sweep_loads(params: &str, then: Option<&str>, problems: &mut Problems) -> Result<String, String> {
+fn sweep_loads(
+    params: &str,
+    then: Option<&str>,
+    problems: &mut Problems,
+) -> Result<String, String> {
     let first = sweep_init(params, 1, problems)?;
     let Some(then) = then else {
         return Ok(first.figures);

@@ -183,7 +183,11 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     // not call would not be faulted at all): the two with invalidation
     // register; the one without only if the GPU pins persistently, else no
     // client claims it (EFAULT).
-    let persistent_ok = if stack.persistent_api { Ok(()) } else { Err(EFAULT) };
+    let persistent_ok = if stack.persistent_api {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    };
     for (i, want) in [Ok(()), persistent_ok, Ok(())].iter().enumerate() {
         if clean.regs[i].map(|_| ()) != *want {
             return Err(Fail::Check(format!(

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{clock_seed, leftovers, opt, expect_held, tally, Fail, Pages, Stack};
+use super::{clock_seed, expect_held, leftovers, opt, tally, Fail, Pages, Stack};
 use crate::cli::Args;
 use crate::ctl::{self, delta, get, CmdError, Ctl};
 use crate::parse::{errno_name, MrInfo};
