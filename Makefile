@@ -102,6 +102,10 @@ else
 module: build/abi.symvers
 	@test -f $(KDIR)/scripts/target.json || { echo "$(KDIR) cannot build Rust modules (no scripts/target.json);" \
 		"for a distribution kernel's headers run: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; exit 1; }
+	@! grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR)/.config || [ "$(NVPM_EXTRA_SYMBOLS)" != "$(CURDIR)/build/abi.symvers" ] || { \
+		echo "$(KDIR) has CONFIG_MODVERSIONS=y: the stub symbol table (CRCs 0) would make a module the kernel refuses" \
+			"(\"disagrees about version of symbol\"); pass NVPM_EXTRA_SYMBOLS=\"<the NVIDIA driver's Module.symvers>" \
+			"<OFED's, e.g. /usr/src/ofa_kernel/$$(uname -m)/$(KREL)/Module.symvers>\"" >&2; exit 1; }
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) modules
 

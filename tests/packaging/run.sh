@@ -234,6 +234,8 @@ insh rpm-doctor-runs "rm -rf /tmp/rpmx && mkdir /tmp/rpmx && rpm2cpio rpmtop/RPM
 # --- rust-headers.sh: refusals --------------------------------------------------------------
 step "rust-headers.sh refuses what cannot work, with the reason"
 snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /root -o -path /build -o -path /var/cache/apt -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log -o -path /var/cache/debconf -o -path /var/cache/man -o -path /var/cache/ldconfig -o -path /var/lib/dkms/mok.key -o -path /var/lib/dkms/mok.pub -o -path /usr/src/linux-source-7.3.tar.xz -o -path /usr/share/doc/linux-source-7.3 -o -name "*.pyc" \) -prune -o -print' | LC_ALL=C sort; }
+insh modversions-needs-symvers "mkdir -p /tmp/mvk/scripts && touch /tmp/mvk/scripts/target.json && echo CONFIG_MODVERSIONS=y >/tmp/mvk/.config
+	! out=\$(make -C src KDIR=/tmp/mvk module 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'CONFIG_MODVERSIONS=y: the stub symbol table'"
 insh rust-headers-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /usr/src/linux-headers-$KREL/scripts/target.json"
 insh rust-headers-wrong-rustc "mkdir -p /tmp/fakebin && printf '#!/bin/sh\necho rustc 1.96.1 (fake)\n' >/tmp/fakebin/rustc && chmod +x /tmp/fakebin/rustc

@@ -25,14 +25,18 @@
  * Locking, outermost first:
  *   msim.peer_mutex    the client list; held across the ownership search,
  *                      i.e. across the clients' acquire calls.
- *   client->lock       legacy: tickets; held across a whole invalidation,
+ *   mr->mapping_lock   from get_pages to activation (legacy too, though
+ *                      4.x has none: nothing else takes it there), across a
+ *                      modern invalidation, and (clients that do not unmap
+ *                      themselves) across dma_unmap + put_pages on
+ *                      deregistration.
+ *   client->lock       legacy: tickets (taken inside mapping_lock by a
+ *                      registration); held across a whole invalidation,
  *                      including the client's dma_unmap, put_pages, release.
- *   mr->mapping_lock   from get_pages to activation, across an invalidation,
- *                      and (clients that do not unmap themselves) across
- *                      dma_unmap + put_pages on deregistration.
  *   msim.lock, client->umems' xa_lock: spinlocks, innermost, never held
  *                      across a call into a client or the GPU.
- * Client callbacks run with exactly the locks MOFED would hold at that point.
+ * Client callbacks run with the locks MOFED would hold at that point (plus
+ * the unused mapping_lock in legacy mode).
  */
 #define pr_fmt(fmt) "mofed_peer_sim: " fmt
 
@@ -165,6 +169,7 @@ struct msim_mr {
 	void *client_ctx;
 	u64 core_context;
 	bool has_core_context;		/* in client->umems or client->tickets */
+	bool had_core_context;		/* was, once: released[] gets it at release */
 	struct mutex mapping_lock;
 	enum msim_mr_state state;
 	bool active;			/* invalidation notifier armed */
@@ -481,8 +486,9 @@ EXPORT_SYMBOL(ib_unregister_peer_memory_client);
 
 /*
  * "reg ... free_at=STAGE" frees the MR's GPU buffer from another thread just
- * before the core calls STAGE on the client (put_pages: on deregistration,
- * between dma_unmap and put_pages), and goes on once the GPU's free callback
+ * before the core calls STAGE on the client (put_pages: between dma_unmap
+ * and put_pages, the first time the core makes them: deregistration, or a
+ * failed registration's unwinding), and goes on once the GPU's free callback
  * has started, as when an application's cudaFree races its ibv_reg_mr. The
  * buffer is the one starting at the MR's first 64 KiB page. The hook waits
  * for the callback to start, not to end: the callback may be waiting for
@@ -640,6 +646,7 @@ static int msim_assign_core_context(struct msim_mr *mr)
 		mr->core_context = id;
 	}
 	mr->has_core_context = true;
+	mr->had_core_context = true;
 	return 0;
 }
 
@@ -655,9 +662,6 @@ static void msim_forget_core_context(struct msim_mr *mr)
 		list_del_init(&mr->ticket_node);
 	else
 		xa_erase(&c->umems, mr->core_context);
-	spin_lock(&msim.lock);
-	c->released[c->nreleased++ % MSIM_RELEASED_RING] = mr->core_context;
-	spin_unlock(&msim.lock);
 }
 
 static void msim_untrim(struct msim_mr *mr)
@@ -703,6 +707,12 @@ static void msim_release(struct msim_mr *mr)
 	if (c->ops->release)
 		c->ops->release(mr->client_ctx);
 	msim_phase(mr, PH_RELEASE);
+	/* From here on an invalidation for it is the client's bug. */
+	if (mr->had_core_context) {
+		spin_lock(&msim.lock);
+		c->released[c->nreleased++ % MSIM_RELEASED_RING] = mr->core_context;
+		spin_unlock(&msim.lock);
+	}
 	if (mr->unmap_calls > 1 || mr->put_calls > 1)
 		msim_violation(V_CALL_COUNT, "MR %u: dma_unmap called %u times, put_pages %u times",
 			       mr->id, mr->unmap_calls, mr->put_calls);
@@ -742,18 +752,11 @@ static int msim_check_nmap(struct msim_mr *mr, struct sim_reply *r)
 	return -EPROTO;
 }
 
-/*
- * Checks the client's SG list against the range and its page size. With
- * @walk false (timed loops with "nocheck") only the page size is asked and
- * checked, as MOFED does: the O(SGEs) checks below are the simulator's own.
- */
-static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
+/* Asks the client's page size (once per MR) and checks it. */
+static int msim_page_size(struct msim_mr *mr, struct sim_reply *r)
 {
 	const struct peer_memory_client *ops = mr->client->ops;
 	unsigned long pgsz = ops->get_page_size ? ops->get_page_size(mr->client_ctx) : 0;
-	struct scatterlist *sg;
-	u64 start, end, total = 0;
-	int i;
 
 	if (!pgsz || !is_power_of_2(pgsz) || pgsz < PAGE_SIZE) {
 		msim_violation(V_PAGE_SIZE, "%s: get_page_size returned %lu",
@@ -762,6 +765,27 @@ static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 		return -EPROTO;
 	}
 	mr->page_size = pgsz;
+	return 0;
+}
+
+/*
+ * Checks the client's SG list against the range and its page size. With
+ * @walk false (timed loops with "nocheck") only the page size is asked and
+ * checked, as MOFED does: the O(SGEs) checks below are the simulator's own.
+ */
+static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
+{
+	struct scatterlist *sg;
+	u64 start, end, total = 0;
+	unsigned long pgsz;
+	int i, ret;
+
+	if (!mr->page_size) {
+		ret = msim_page_size(mr, r);
+		if (ret)
+			return ret;
+	}
+	pgsz = mr->page_size;
 	start = ALIGN_DOWN(mr->va, pgsz);
 	end = ALIGN(mr->va + mr->size, pgsz);
 	mr->sg_va = start;
@@ -904,6 +928,15 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out_release;
 	}
+	if (msim_legacy()) {
+		/* <= 5.0 asks before dma_map; a bad answer: put_pages only. */
+		ret = msim_page_size(mr, r);
+		if (ret) {
+			ops->put_pages(&mr->sgt, mr->client_ctx);
+			mr->put_calls++;
+			goto out_release;
+		}
+	}
 	msim_free_hook(mr, FREE_AT_DMA_MAP);
 	ret = msim_client_dma_map(mr, r);
 	msim_phase(mr, PH_DMA_MAP);
@@ -982,8 +1015,8 @@ static void msim_dereg_client(struct msim_mr *mr)
 	if (unmap && c->unmaps_on_invalidate)
 		msim_unmap_put(mr);
 	/* An INVALIDATED umem's client has torn its mapping down itself. */
+	msim_forget_core_context(mr);	/* MOFED: xa_erase, then release */
 	msim_release(mr);
-	msim_forget_core_context(mr);
 	msim_phase(mr, PH_CORE);
 }
 
@@ -1062,10 +1095,10 @@ static void msim_invalidate_legacy(struct msim_client *c, u64 core_context)
 		/*
 		 * Deregistration drops the ticket before it calls the client, so
 		 * a free callback may still forward it; tickets are never reused,
-		 * and MOFED 4.x ignores it as unknown.
+		 * and MOFED 4.x ignores it as unknown. After release it is late.
 		 */
 		mutex_unlock(&c->lock);
-		atomic_long_inc(&msim.invalidations_unknown);
+		msim_unknown_context(c, core_context);
 		return;
 	}
 	atomic_inc(&found->events);

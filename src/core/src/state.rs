@@ -148,7 +148,9 @@ pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
 /// teardown is already inside the driver's unpin (which waits for the
 /// callback and then takes the reference back). With the unpin modelled as
 /// atomic, a callback during `TearingDown` came first: the teardown then
-/// leaves the pages to the driver.
+/// leaves the pages to the driver. (The glue tracks the unpin itself, with
+/// `putting` in `nvidia_p2p.rs`: a callback during it leaves the reference
+/// to the teardown, which takes it back whatever the unpin returned.)
 pub fn callback_owns_reference(next: Phase) -> bool {
     matches!(next, Phase::Revoking | Phase::TearingDown { revoked: true })
 }

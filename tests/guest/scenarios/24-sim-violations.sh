@@ -173,6 +173,18 @@ expect_ok name-63 modprobe peer_test_client name=${name64%x}
 expect_match name-63-registered "^${name64%x} " "$(nvpm-tool core clients)"
 expect_ok unload-name-63 rmmod peer_test_client
 
+# after_release in a legacy core too: there an invalidation for a ticket
+# is harmless while the deregistration runs, a client bug once release
+# returned (the client's context is gone).
+expect_ok unload-for-legacy rmmod mofed_peer_sim
+expect_ok load-legacy modprobe mofed_peer_sim mode=legacy
+expect_ok load-legacy-client modprobe peer_test_client abi=legacy
+violation legacy/inval_after_release core after_release \
+	"test_client: invalidation of core_context [0-9]+ after its release" \
+	with_bug inval_after_release reg_dereg_twice
+expect_ok unload-legacy rmmod peer_test_client mofed_peer_sim
+expect_ok reload-core modprobe mofed_peer_sim
+
 # An _ex struct (version byte 15 set) whose ex_size ends before flags: the
 # core must not read flags, so INVALIDATE_UNMAPS does not count and the core
 # unmaps inside the invalidation, as for a plain client.
