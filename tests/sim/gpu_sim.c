@@ -617,10 +617,9 @@ int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
 
 /*
- * Test knob revoked_put_errno (older drivers, not current ones): a put of a
- * table whose callback already ran fails with this errno instead of
- * returning 0, as older drivers did (the put still counts: a second one is
- * a double put).
+ * Test knob revoked_put_errno: a put of a table whose callback already ran
+ * fails with this errno instead of returning 0, as older drivers did (the
+ * put still counts: a second one is a double put).
  */
 static uint revoked_put_errno;
 module_param(revoked_put_errno, uint, 0644);
