@@ -128,6 +128,7 @@ struct msim_client {
 	void *(*get_context_private_data)(u64 peer_id);	/* legacy layout */
 	char name[IB_PEER_MEMORY_NAME_MAX];
 	bool registered;		/* under msim.lock */
+	bool gone;			/* unregister returned; under msim.lock */
 	bool invalidation_required;
 	bool unmaps_on_invalidate;	/* _ex + PEER_MEM_INVALIDATE_UNMAPS */
 	atomic_t users;			/* live umems, + 1 while registered */
@@ -334,22 +335,27 @@ static void msim_client_put(struct msim_client *c)
 		complete(&c->unused);
 }
 
-/* The registered client behind @handle; a bad handle is a violation. */
-static struct msim_client *msim_client_from_handle(void *handle, const char *what)
+/*
+ * The registered client behind @handle; a bad handle is a violation. With
+ * @unregistering, also a client whose unregistration waits for its umems:
+ * they are live, and MOFED's invalidation uses the handle as it is.
+ */
+static struct msim_client *msim_client_from_handle(void *handle, const char *what,
+						   bool unregistering)
 {
 	struct msim_client *c;
-	bool known = false, registered = false;
+	bool known = false, usable = false;
 
 	spin_lock(&msim.lock);
 	list_for_each_entry(c, &msim.all_clients, all_node) {
 		if (c == handle) {
 			known = true;
-			registered = c->registered;
+			usable = c->registered || (unregistering && !c->gone);
 			break;
 		}
 	}
 	spin_unlock(&msim.lock);
-	if (registered)
+	if (usable)
 		return c;
 	msim_violation(V_BAD_HANDLE, "%s with %s handle %p", what,
 		       known ? "an unregistered" : "an unknown", handle);
@@ -460,7 +466,7 @@ EXPORT_SYMBOL(ib_register_peer_memory_client);
 
 void ib_unregister_peer_memory_client(void *reg_handle)
 {
-	struct msim_client *c = msim_client_from_handle(reg_handle, "unregister");
+	struct msim_client *c = msim_client_from_handle(reg_handle, "unregister", false);
 	int users;
 
 	if (!c)
@@ -478,6 +484,9 @@ void ib_unregister_peer_memory_client(void *reg_handle)
 		pr_info("unregistering %s: waiting for %d umem(s)\n", c->name, users);
 	msim_client_put(c);
 	wait_for_completion(&c->unused);
+	spin_lock(&msim.lock);
+	c->gone = true;
+	spin_unlock(&msim.lock);
 	pr_info("unregistered peer memory client %s\n", c->name);
 }
 EXPORT_SYMBOL(ib_unregister_peer_memory_client);
@@ -1116,7 +1125,7 @@ static void msim_invalidate_legacy(struct msim_client *c, u64 core_context)
 
 static int msim_invalidate(void *reg_handle, u64 core_context)
 {
-	struct msim_client *c = msim_client_from_handle(reg_handle, "invalidate");
+	struct msim_client *c = msim_client_from_handle(reg_handle, "invalidate", true);
 
 	if (!c)
 		return 0;

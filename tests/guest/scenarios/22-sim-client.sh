@@ -117,13 +117,18 @@ expect_ok rmmod rmmod peer_test_client
 expect_dmesg unregistered "mofed_peer_sim: unregistered peer memory client test_client_nc"
 
 # Without those module references, rmmod waits in the unregistration until
-# the last umem is gone.
+# the last umem is gone. Its umems are live meanwhile: a cudaFree still
+# reaches the core as an invalidation, through the client's handle.
 expect_ok load-no-refs modprobe peer_test_client hold_module=0
-id=$(nvpm-tool core reg "$va" 1M --inval)
+uva=$(nvpm-tool gpu alloc 1M)
+id=$(nvpm-tool core reg "$uva" 1M --inval)
 rmmod peer_test_client &
 usleep 500000
 expect_dmesg unregister-waits "mofed_peer_sim: unregistering test_client: waiting for 1 umem\(s\)"
 if loaded peer_test_client; then pass still-loaded; else fail still-loaded "unloaded with a umem"; fi
+expect_eq free-while-unloading 1 "$(nvpm-tool gpu free "$uva" 2>&1)"
+expect_eq invalidated-while-unloading 1 "$(nvpm-tool core events "$id" 2>&1)"
+expect_counter no-bad-handle-while-unloading core violations 0
 expect_ok dereg-while-unloading nvpm-tool core dereg "$id"
 if wait $!; then pass rmmod-done; else fail rmmod-done "rmmod failed"; fi
 if loaded peer_test_client; then fail unloaded-after "still loaded"; else pass unloaded-after; fi
