@@ -29,9 +29,9 @@ stress_config() {
 	esac
 }
 
-# stress_load CFG: loads the stack for CFG (load_stack), and makes sure it
-# is fresh, with CFG's parameters: a module that leaked a context cannot be
-# unloaded, and load_stack would silently go on with it.
+# stress_load CFG: loads the stack for CFG (load_stack, which fails when an
+# old module cannot be unloaded), and confirms that it runs with CFG's
+# parameters and holds no context.
 stress_load() {
 	stress_config "$1"
 	# shellcheck disable=SC2086 # parameters are words
@@ -44,7 +44,7 @@ stress_load() {
 		[ "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)" != $sl_pas ] ||
 		[ "$(nvpm-tool gpu get persistent_api 2>&1)" != $sl_gpu ] ||
 		! grep -q '^contexts_live 0$' "$STATS"; then
-		fail "$1/fresh-stack" "the previous stack could not be unloaded (nvidia_peermem refcnt $(cat /sys/module/nvidia_peermem/refcnt), $(grep contexts_live "$STATS")): configuration skipped"
+		fail "$1/fresh-stack" "the stack does not run with this configuration (nvidia_peermem refcnt $(cat /sys/module/nvidia_peermem/refcnt), $(grep contexts_live "$STATS")): configuration skipped"
 		return 1
 	fi
 }

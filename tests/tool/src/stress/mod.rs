@@ -34,7 +34,8 @@ Stress suite (tests/README.md, \"Stress suite\"):
   stress faults     every provider call of a workload fails in turn
   stress failslab [--init PARAMS [--then PARAMS]]
                     every module allocation fails in turn (debug kernel); --then:
-                    a second load sweep, from past the slab caches' setup
+                    a second load sweep, from shortly before the end of the
+                    slab caches' setup
 ";
 
 /// Why a stress command failed.
