@@ -67,13 +67,6 @@ fn calls_delta(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap
         .collect()
 }
 
-/// Deregisters @id. The module unpins before the dereg returns, so the
-/// checks after the workload see what is left at once (nothing is awaited).
-fn dereg(core: &mut Ctl, id: u64) -> Result<(), String> {
-    core.must(&format!("dereg {id}"))?;
-    Ok(())
-}
-
 fn workload(gpu: &mut Ctl, core: &mut Ctl) -> Result<Run, String> {
     let a = gpu.number("alloc 1M fragmented")?;
     let b = gpu.number("alloc 2M shuffled")?;
@@ -94,8 +87,10 @@ fn workload(gpu: &mut Ctl, core: &mut Ctl) -> Result<Run, String> {
         reg_calls[i] = calls_delta(&before, &calls(&GPU.counters()?));
     }
     gpu.must(&format!("free {c:#x}"))?;
+    // The module unpins before a dereg returns, so the checks below see
+    // what is left at once (nothing is awaited).
     for id in regs.iter().filter_map(|r| r.as_ref().ok()) {
-        dereg(core, *id)?;
+        core.must(&format!("dereg {id}"))?;
     }
     // What is still pinned in buffers a and b: kept by a put that failed.
     let pins = || -> Result<Vec<u64>, String> {
