@@ -6,11 +6,12 @@
 //! It only reads files (sysfs, procfs, `/lib/modules`, `/etc`), all below a
 //! root directory, so it runs on a busybox-only system and against fixture
 //! trees in tests. Layers, from the bottom: [`root`] (file access),
-//! [`pci`], [`kmod`] and [`topology`] (facts), [`checks`] (verdicts),
+//! [`pci`] and [`bars`], [`kmod`] and [`topology`] (facts), [`checks`] (verdicts),
 //! [`report`], [`output`] and [`json`] (rendering).
 
 #![forbid(unsafe_code)]
 
+pub mod bars;
 pub mod checks;
 pub mod json;
 pub mod kmod;

@@ -203,7 +203,11 @@ pub fn json(report: &Report) -> String {
             obj([
                 ("pci", g.pci.bdf.clone().into()),
                 ("numa_node", node(g.pci.numa_node)),
-                ("bar1_bytes", g.bar1.into()),
+                ("bar1_bytes", g.bar1.size().into()),
+                (
+                    "bar1_index",
+                    g.bar1.index().and_then(|i| u64::try_from(i).ok()).into(),
+                ),
             ])
         })
         .collect();

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! PCI functions as sysfs shows them: identity, place in the bridge
-//! hierarchy, BAR sizes (`resource`) and the ACS capability (`config`).
+//! hierarchy, BAR1 (`resource`, decoded in [`crate::bars`]) and the ACS
+//! capability (`config`).
 
+use crate::bars::Bar1;
 use crate::root::{basename, Root};
 
 /// NVIDIA's PCI vendor ID.
@@ -102,10 +104,12 @@ impl PciDev {
         chain
     }
 
-    /// The size of a BAR from the `resource` file, if assigned.
-    pub fn bar_size(&self, root: &Root, index: usize) -> Option<u64> {
-        let text = root.read_text(&format!("{}/resource", self.path))?;
-        bar_size(&text, index)
+    /// BAR1 as the NVIDIA driver counts it, from the `resource` file.
+    pub fn bar1(&self, root: &Root) -> Bar1 {
+        match root.read_text(&format!("{}/resource", self.path)) {
+            Some(text) => Bar1::from_resource(&text),
+            None => Bar1::Unknown(format!("{}/resource is unreadable", self.path)),
+        }
     }
 
     /// The ACS capability of this function.
@@ -161,21 +165,6 @@ pub fn parse_hex(s: &str) -> Option<u64> {
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
     u64::from_str_radix(digits, 16).ok()
-}
-
-/// The size of BAR `index` from a sysfs `resource` file.
-///
-/// Line `index` holds `start end flags` in hex; an unassigned BAR is all zeros.
-pub fn bar_size(resource: &str, index: usize) -> Option<u64> {
-    let line = resource.lines().nth(index)?;
-    let mut fields = line.split_whitespace().map(parse_hex);
-    let (Some(Some(start)), Some(Some(end))) = (fields.next(), fields.next()) else {
-        return None;
-    };
-    if end == 0 || end < start {
-        return None;
-    }
-    (end - start).checked_add(1)
 }
 
 /// PCIe extended capability ID of Access Control Services.
@@ -289,18 +278,6 @@ mod tests {
         assert!(is_host_bridge("pci0000:00"));
         assert!(is_host_bridge("pci10000:e0"));
         assert!(!is_host_bridge("pci_bus"));
-    }
-
-    #[test]
-    fn bar_sizes() {
-        let res = "0x00000000fa000000 0x00000000faffffff 0x0000000000040200\n\
-                   0x0000380000000000 0x00003807ffffffff 0x000000000014220c\n\
-                   0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
-        assert_eq!(bar_size(res, 0), Some(16 << 20));
-        assert_eq!(bar_size(res, 1), Some(32 << 30));
-        assert_eq!(bar_size(res, 2), None);
-        assert_eq!(bar_size(res, 9), None);
-        assert_eq!(bar_size("garbage\nmore garbage\n", 1), None);
     }
 
     /// A 4 KiB config space with AER at 0x100, then ACS at 0x148.

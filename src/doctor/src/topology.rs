@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::bars::Bar1;
 use crate::pci::{self, PciDev};
 use crate::root::Root;
 
@@ -83,8 +84,8 @@ pub fn classify(a: &PciDev, b: &PciDev) -> (Link, Vec<String>) {
 pub struct Gpu {
     /// Its PCI function.
     pub pci: PciDev,
-    /// BAR1 size in bytes, if assigned.
-    pub bar1: Option<u64>,
+    /// BAR1, as the driver counts BARs.
+    pub bar1: Bar1,
 }
 
 /// An RDMA device (`/sys/class/infiniband/<name>`).
@@ -129,7 +130,7 @@ impl Topology {
             .into_iter()
             .filter(PciDev::is_nvidia_gpu)
             .map(|dev| Gpu {
-                bar1: dev.bar_size(root, 1),
+                bar1: dev.bar1(root),
                 pci: dev,
             })
             .collect();

@@ -6,9 +6,10 @@
 use std::collections::BTreeSet;
 
 use super::{bytes, colon_list, few, list, Ctx, MODULE};
+use crate::bars::Bar1;
 use crate::pci::{Acs, PciDev, BUS_DEVICES};
 use crate::report::Check;
-use crate::topology::Link;
+use crate::topology::{Gpu, Link};
 
 /// BAR1 below this makes large registrations fail.
 pub const MIN_BAR1: u64 = 1 << 30;
@@ -52,19 +53,11 @@ pub(crate) fn bar1(ctx: &Ctx<'_>) -> Check {
     }
     let detail: Vec<String> = gpus
         .iter()
-        .map(|g| {
-            format!(
-                "{}: BAR1 {}",
-                g.pci.bdf,
-                g.bar1.map_or("unassigned".to_string(), bytes)
-            )
-        })
+        .map(|g| format!("{}: BAR1 {}", g.pci.bdf, g.bar1))
         .collect();
-    let unassigned: Vec<String> = gpus
-        .iter()
-        .filter(|g| g.bar1.is_none())
-        .map(|g| g.pci.bdf.clone())
-        .collect();
+    let unassigned = gpus_with(gpus, |b| {
+        matches!(b, Bar1::Unassigned { .. }).then(String::new)
+    });
     if !unassigned.is_empty() {
         return Check::warn(
             ID,
@@ -73,14 +66,11 @@ pub(crate) fn bar1(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    let small: Vec<String> = gpus
-        .iter()
-        .filter_map(|g| {
-            g.bar1
-                .filter(|&b| b < MIN_BAR1)
-                .map(|b| format!("{} ({})", g.pci.bdf, bytes(b)))
-        })
-        .collect();
+    let small = gpus_with(gpus, |b| {
+        b.size()
+            .filter(|&s| s < MIN_BAR1)
+            .map(|s| format!(" ({})", bytes(s)))
+    });
     if !small.is_empty() {
         return Check::warn(
             ID,
@@ -94,8 +84,23 @@ pub(crate) fn bar1(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    let min = gpus.iter().filter_map(|g| g.bar1).min().unwrap_or(0);
+    let unknown = gpus_with(gpus, |b| matches!(b, Bar1::Unknown(_)).then(String::new));
+    if !unknown.is_empty() {
+        return Check::info(
+            ID,
+            format!("BAR1 cannot be read on {}", few(&unknown, "GPUs")),
+        )
+        .detail(detail);
+    }
+    let min = gpus.iter().filter_map(|g| g.bar1.size()).min().unwrap_or(0);
     Check::ok(ID, format!("BAR1 is at least {} on every GPU", bytes(min))).detail(detail)
+}
+
+/// The GPUs whose BAR1 `note` says something about: the address, then the note.
+fn gpus_with(gpus: &[Gpu], note: impl Fn(&Bar1) -> Option<String>) -> Vec<String> {
+    gpus.iter()
+        .filter_map(|g| note(&g.bar1).map(|n| format!("{}{n}", g.pci.bdf)))
+        .collect()
 }
 
 /// `pci.topology`: the nearest NIC of every GPU.

@@ -33,6 +33,8 @@ macro_rules! fixtures {
 
 fixtures! {
     acs => "acs",
+    bar1_bare_metal => "bar1-bare-metal",
+    bar1_malformed => "bar1-malformed",
     bar1_unassigned => "bar1-unassigned",
     bundled_ko => "bundled-ko",
     bundled_rule => "bundled-rule",
@@ -40,6 +42,7 @@ fixtures! {
     cmdline_forbidden => "cmdline-forbidden",
     dgx => "dgx",
     inbox => "inbox",
+    h100_vm => "h100-vm",
     iommu_passthrough => "iommu-passthrough",
     iommu_translated => "iommu-translated",
     merged_usr => "merged-usr",

@@ -291,8 +291,11 @@ impl Tree {
                 .numa
                 .or_else(|| self.numa.get(host).copied())
                 .unwrap_or(-1);
+            // A `file` line for an attribute replaces what is generated here.
             let mut put = |name: &str, body: Vec<u8>| {
-                self.nodes.insert(format!("{dir}/{name}"), Node::File(body));
+                self.nodes
+                    .entry(format!("{dir}/{name}"))
+                    .or_insert(Node::File(body));
             };
             put("vendor", format!("0x{:04x}\n", dev.vendor).into_bytes());
             put("device", format!("0x{:04x}\n", dev.device).into_bytes());
@@ -385,29 +388,42 @@ fn config(dev: &Pci) -> Vec<u8> {
     c
 }
 
-/// The `resource` table: BAR0 (16 MiB) and BAR1 when set, 13 lines as sysfs prints.
+/// An unused `resource` line.
+const NO_RESOURCE: &str = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+
+/// One `resource` line.
+fn resource_line(start: u64, size: u64, flags: u64) -> String {
+    format!(
+        "0x{start:016x} 0x{:016x} 0x{flags:016x}\n",
+        start + size - 1
+    )
+}
+
+/// The `resource` table of the usual bare-metal GPU, 13 lines as sysfs prints
+/// them: BAR0 32-bit 16 MiB, BAR1 64-bit prefetchable at index 1 (empty lines
+/// when unassigned), BAR3 64-bit prefetchable 32 MiB at index 3.
 fn resource(dev: &Pci, index: usize) -> String {
-    const ZERO: &str = "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
-    let mut out = String::new();
-    let bar0 = 0xf000_0000u64 + (index as u64) * (16 << 20);
-    out.push_str(&format!(
-        "0x{:016x} 0x{:016x} 0x0000000000040200\n",
-        bar0,
-        bar0 + (16 << 20) - 1
-    ));
+    const MEM32: u64 = 0x0004_0200;
+    const MEM64_PREFETCH: u64 = 0x0014_220c;
+    // CAST: a function's position in the tree, far below 2^32.
+    let n = index as u64;
+    let mut out = resource_line(0xf000_0000 + n * (16 << 20), 16 << 20, MEM32);
     match dev.bar1 {
-        Some(size) => {
-            let start = 0x2000_0000_0000u64 + (index as u64) * (1 << 40);
-            out.push_str(&format!(
-                "0x{:016x} 0x{:016x} 0x000000000014220c\n",
-                start,
-                start + size - 1
-            ));
-        }
-        None => out.push_str(ZERO),
+        Some(size) => out.push_str(&resource_line(
+            0x2000_0000_0000 + n * (1 << 40),
+            size,
+            MEM64_PREFETCH,
+        )),
+        None => out.push_str(NO_RESOURCE),
     }
-    for _ in 2..13 {
-        out.push_str(ZERO);
+    out.push_str(NO_RESOURCE);
+    out.push_str(&resource_line(
+        0x1000_0000_0000 + n * (32 << 20),
+        32 << 20,
+        MEM64_PREFETCH,
+    ));
+    for _ in 4..13 {
+        out.push_str(NO_RESOURCE);
     }
     out
 }
