@@ -264,7 +264,7 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
             let _ = pin.owner().apply(Event::MapEnd { ok: false });
             drop(pin);
             if let Some(undo) = undo {
-                undo.run();
+                undo.run(&ctx);
             }
             STATS.add(Counter::ErrorsDmaMap, 1);
             Err(e)

@@ -4,25 +4,34 @@
 //! API lives here.
 //!
 //! A [`GpuPin`] is one pinned GPU range: its page table, its DMA mapping and
-//! the client's state `T`, all behind one lock. The lock makes revocation
-//! safe: the driver frees the page table and its mappings right after its
-//! free callback returns, and the callback first takes this lock to mark the
-//! pin revoked. So anything read from driver memory is read with the lock
-//! held and only while the pin is not revoked.
+//! the client's state `T`, all behind one lock.
+//!
+//! The driver's rules (NVIDIA's open kernel modules, `kernel-open/nvidia/
+//! nv-p2p.c` and RM's `rm_p2p_*`; ../shared/research/driver-locking.md):
+//! - `get_pages`, `get_pages_persistent`, `put_pages`, `put_pages_persistent`
+//!   and the middle of `dma_map_pages` take one driver-wide API lock.
+//! - A revocable pin's free callback runs with that lock held. When it
+//!   returns, the driver frees the page table and every DMA mapping of it.
+//! - `dma_unmap_pages` takes only the table's own lock, so it may run while
+//!   a callback does; after the callback returned it reads freed memory.
+//! - `dma_map_pages` reads the table before taking the API lock and writes
+//!   into it after: a map racing a callback is unsafe inside the driver
+//!   itself, a window no client can close.
+//! - `put_pages` after the callback returns 0 (older drivers: an error).
+//!
+//! So the callback marks the pin revoked under the pin's lock and waits for
+//! nothing that needs the API lock: not for a map, pin or unpin in flight,
+//! nor for a lock that a thread inside one holds (the RDMA core's
+//! `mapping_lock`: the client forwards an invalidation only for a mapped
+//! registration, whose map has returned). It does wait for an unmap of its
+//! own table in flight (`unmapping`), as the driver frees the table when the
+//! callback returns. Every read of driver memory and every unmap starts
+//! under the pin's lock while the pin is not revoked, so none comes after
+//! the callback. A map that was in flight when the callback ran finds the
+//! pin revoked: its mapping is the driver's, never used or unmapped.
 //!
 //! Lock order: `GpuPin::inner` is a leaf. It is never held across a call
-//! into the driver or the RDMA core; calls into the driver happen with raw
-//! handles taken out under the lock, which the driver tolerates racing its
-//! own teardown (`put_pages` waits for a running callback and returns 0
-//! afterwards; `dma_unmap_pages` returns 0 for a torn-down mapping).
-//!
-//! `dma_map_pages` is the exception: it reads the page table the driver
-//! frees when the callback returns. So a callback that finds a map in flight
-//! waits for it (`map_done`) before returning, and for nothing else (never
-//! for `put_pages` or `dma_unmap_pages`, which wait for callbacks). This
-//! assumes `dma_map_pages` does not wait for a running callback; MOFED's own
-//! core (5.5+) assumes the same, as its invalidation waits on `mapping_lock`,
-//! held across `dma_map`.
+//! into the driver or the RDMA core.
 
 use core::ptr::{self, NonNull};
 use kernel::ffi::c_void;
@@ -150,10 +159,13 @@ struct Inner<T> {
     /// A teardown is calling the driver to unpin; a callback that starts now
     /// leaves its reference to the teardown (put_pages waits for it).
     putting: bool,
-    /// `map` is inside `dma_map_pages`; a callback waits for it (`map_done`).
+    /// `map` is inside `dma_map_pages` (a second map is refused).
     mapping_in_flight: bool,
-    /// A callback waits on `map_done`: `map` signals it.
-    map_waited: bool,
+    /// A `dma_unmap_pages` of this table is in flight; a callback waits for
+    /// it (`unmap_done`): the driver frees the table when the callback returns.
+    unmapping: bool,
+    /// A callback waits on `unmap_done`: the unmap signals it.
+    unmap_waited: bool,
     /// The teardown waits for the core's `release` (`park_teardown`); the
     /// handles stay here until then.
     parked: bool,
@@ -166,9 +178,9 @@ pub(crate) struct GpuPin<T: PinOwner> {
     kind: PinKind,
     #[pin]
     inner: Mutex<Inner<T>>,
-    /// Signalled when `mapping_in_flight` drops.
+    /// Signalled when `unmapping` drops.
     #[pin]
-    map_done: CondVar,
+    unmap_done: CondVar,
 }
 
 /// The pin's lock, held.
@@ -190,10 +202,11 @@ impl<T: PinOwner> GpuPin<T> {
                     revoked: false,
                     putting: false,
                     mapping_in_flight: false,
-                    map_waited: false,
+                    unmapping: false,
+                    unmap_waited: false,
                     parked: false,
                 }),
-                map_done <- new_condvar!("GpuPin::map_done"),
+                unmap_done <- new_condvar!("GpuPin::unmap_done"),
             }),
             GFP_KERNEL,
         )
@@ -322,20 +335,20 @@ impl<T: PinOwner> GpuPin<T> {
             }
         };
         let mut mapping: *mut abi::nvidia_p2p_dma_mapping = ptr::null_mut();
-        // SAFETY: `table` is live: a free callback that starts now waits for
-        // `mapping_in_flight` to drop before returning (the driver frees the
-        // table only after that). `peer` is a live PCI device, `mapping` an
-        // out-pointer.
+        // SAFETY: `table` was live (not revoked, lock held) when taken out
+        // above. A free callback may run and return before the driver takes
+        // its API lock; that race is inside the driver and no client can
+        // close it (the callback must not wait for this call, which waits
+        // for the lock the callback runs under). `peer` is a live PCI device,
+        // `mapping` an out-pointer.
         let ret =
             unsafe { abi::nvidia_p2p_dma_map_pages(peer.0.as_ptr(), table.as_ptr(), &mut mapping) };
         let mut inner = self.inner.lock();
         inner.mapping_in_flight = false;
-        if core::mem::take(&mut inner.map_waited) {
-            self.map_done.notify_all();
-        }
         let outcome = match (ret, NonNull::new(mapping)) {
             (0, None) => Err(P2pError::Driver(EIO)),
-            // The driver frees the mapping with the page table.
+            // Revoked meanwhile: the mapping came from a freed table. It is
+            // the driver's: never read, used or unmapped.
             (0, Some(_)) if inner.revoked => Err(P2pError::Revoked),
             (0, Some(mapping)) => {
                 // SAFETY: just returned by the driver, not revoked, lock held.
@@ -351,9 +364,11 @@ impl<T: PinOwner> GpuPin<T> {
                         Ok(())
                     }
                     Err(e) => {
+                        inner.unmapping = true;
                         drop(inner);
                         unmap(table, mapping);
                         inner = self.inner.lock();
+                        self.unmap_ended(&mut inner);
                         Err(P2pError::Abi(e))
                     }
                 }
@@ -361,6 +376,15 @@ impl<T: PinOwner> GpuPin<T> {
             (ret, _) => Err(P2pError::Driver(Error::from_errno(ret))),
         };
         Ok((PinGuard { guard: inner }, outcome))
+    }
+
+    /// An unmap started under the lock (`unmapping`) is over: a callback
+    /// waiting for it may return.
+    fn unmap_ended(&self, inner: &mut Inner<T>) {
+        inner.unmapping = false;
+        if core::mem::take(&mut inner.unmap_waited) {
+            self.unmap_done.notify_all();
+        }
     }
 
     /// Unmaps and unpins now.
@@ -414,13 +438,16 @@ impl<T: PinOwner> PinGuard<'_, T> {
         Some(take_teardown(&mut self.guard, kind))
     }
 
-    /// Takes only the mapping out, to undo a `map` the client cannot use.
+    /// Takes only the mapping out, to undo a `map` the client cannot use;
+    /// a callback from now on waits until [`Unmap::run`] has unmapped.
     pub(crate) fn take_mapping(&mut self) -> Option<Unmap> {
+        if self.guard.revoked {
+            return None;
+        }
         let table = self.guard.pages.as_ref()?.0;
-        self.guard
-            .mapping
-            .take()
-            .map(|mapping| Unmap { table, mapping })
+        let mapping = self.guard.mapping.take()?;
+        self.guard.unmapping = true;
+        Some(Unmap { table, mapping })
     }
 }
 
@@ -451,9 +478,12 @@ impl Teardown {
                 return;
             }
             inner.putting = true;
+            // A callback from now on waits for the unmap to end.
+            inner.unmapping = self.mapping.is_some();
         }
         if let Some(mapping) = self.mapping {
             unmap(pages.0, mapping);
+            pin.unmap_ended(&mut pin.inner.lock());
         }
         let va = pin.range.start();
         let ret = match self.kind {
@@ -499,15 +529,19 @@ pub(crate) struct Unmap {
 unsafe impl Send for Unmap {}
 
 impl Unmap {
-    /// Unmaps in the driver.
-    pub(crate) fn run(self) {
+    /// Unmaps in the driver, then lets a waiting callback return.
+    pub(crate) fn run<T: PinOwner>(self, pin: &GpuPin<T>) {
         unmap(self.table, self.mapping);
+        pin.unmap_ended(&mut pin.inner.lock());
     }
 }
 
+/// Unmaps; the caller set `unmapping` while the pin was not revoked, so a
+/// free callback waits and the table is live until this returns.
 fn unmap(table: NonNull<abi::nvidia_p2p_page_table>, mapping: DmaMapping) {
-    // SAFETY: `mapping` was made from `table` for `peer`; a torn-down mapping
-    // makes the driver return 0 without touching it.
+    // SAFETY: `mapping` was made from `table` for `peer` and is still listed
+    // in it: the table is freed only after a callback, which waits for
+    // `unmapping` to drop; dma_unmap_pages needs no lock the callback holds.
     let ret = unsafe {
         abi::nvidia_p2p_dma_unmap_pages(mapping.peer.as_ptr(), table.as_ptr(), mapping.ptr.as_ptr())
     };
@@ -589,10 +623,12 @@ unsafe extern "C" fn free_callback<T: PinOwner>(data: *mut c_void) {
     };
     T::revoked(pin, followup);
     let mut inner = pin.inner.lock();
-    // The driver frees the table when we return: let a map using it finish.
-    while inner.mapping_in_flight {
-        inner.map_waited = true;
-        pin.map_done.wait(&mut inner);
+    // The driver frees the table when we return: let an unmap of it end. It
+    // needs no API lock, so this wait ends; a map or unpin in flight waits
+    // for that lock, held around this callback, so it is never waited for.
+    while inner.unmapping {
+        inner.unmap_waited = true;
+        pin.unmap_done.wait(&mut inner);
     }
     inner.owner.revoke_end();
     drop(inner);

@@ -13,19 +13,40 @@
  * keep the memory until put_pages_persistent.
  *
  * Misuse is detected, counted and logged as "contract violation" (never
- * WARNed): calls from inside a free callback, double put, unknown tables and
- * mappings, use of a table after its callback or put, a non-PCI peer, mapping
- * a 4 KiB table, pins still held at unload. Knobs (module parameters, 0644)
- * select the page-table ABI, persistent-API support, bad data and a per-call
- * cost; failures are injected through ctl. tests/README.md has the details.
+ * WARNed): calls that need the API lock from inside a free callback, double
+ * put, unknown tables and mappings, any use of a table after the driver freed
+ * it, a non-PCI peer, mapping a 4 KiB table, a wait that can never end, pins
+ * still held at unload. Knobs (module parameters, 0644) select the page-table
+ * ABI, persistent-API support, bad data and a per-call cost; failures are
+ * injected through ctl. tests/README.md has the details.
  *
- * Locking: gsim.lock (a mutex) protects all state. It is never held while a
- * client's free callback runs; put_pages and dma_unmap_pages of a pin whose
- * callback is running sleep on gsim.cb_wait until the callback has returned
- * (the real driver's RM lock orders them the same way). A call made by the
- * task that is running a free callback is a violation (the real driver would
- * deadlock on its RM lock) and fails with -EDEADLK without doing anything.
- * Counters are atomics, read without the lock.
+ * Locking, as NVIDIA's driver (595.45.04: kernel-open/nvidia/nv-p2p.c,
+ * src/nvidia/arch/nvalloc/unix/src/osapi.c rm_p2p_*,
+ * src/nvidia/src/kernel/gpu/bus/third_party_p2p.c; tests/README.md cites
+ * each rule), outermost first:
+ *   the API lock      RM's one driver-wide API lock (gsim_api_lock): taken
+ *                     exclusively by get_pages, get_pages_persistent, the
+ *                     middle of dma_map_pages (which reads the table before it
+ *                     and inserts the mapping after it), put_pages and
+ *                     put_pages_persistent; held by the free path (cudaFree)
+ *                     across every free callback and the freeing of each
+ *                     table that follows. A call that needs it from the task
+ *                     running a callback never returns on the real driver: a
+ *                     violation here. A wait for it that cannot end (a
+ *                     callback that has not returned for deadlock_ms while a
+ *                     caller has waited as long) is a violation and fails
+ *                     the waiting call with -EDEADLK, so the guest goes on.
+ *   pin->table_lock   the table's own semaphore (mem_info->dma_mapping_list
+ *                     .lock): its mapping list. dma_unmap_pages takes only
+ *                     this, so it may run inside a callback; the free path
+ *                     takes it after the callback to free the mappings.
+ *   gsim.lock         the simulator's own bookkeeping (not a driver lock),
+ *                     innermost, never held across a callback or a wait.
+ * After a callback returns, its table, page objects and mappings are freed:
+ * their memory stays poisoned in quarantine for a while, so a client that
+ * still reads it sees poison instead of crashing the guest, and a later call
+ * with the table finds its tombstone. Counters are atomics, read without
+ * locks.
  */
 #define pr_fmt(fmt) "gpu_sim: " fmt
 
@@ -33,6 +54,7 @@
 #include <linux/delay.h>
 #include <linux/hashtable.h>
 #include <linux/kref.h>
+#include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/poison.h>
@@ -54,6 +76,8 @@
 #define GSIM_IOVA_STRIDE BIT_ULL(44)
 /* Freed page tables remembered to tell a late put from a double put. */
 #define GSIM_MAX_TOMBSTONES 1024
+/* Revoked tables whose freed memory is kept, poisoned, for stale readers. */
+#define GSIM_MAX_QUARANTINED 64
 /* A 1.2 table is 32 bytes: what follows is not the client's to read. */
 #define GSIM_V1_TRAILER 0xa5a5a5a5
 
@@ -116,7 +140,8 @@ MODULE_PARM_DESC(default_layout, "Layout of buffers allocated without one: conti
 enum gsim_fn {
 	FN_GET_PAGES, FN_GET_PAGES_PERSISTENT, FN_PUT_PAGES, FN_PUT_PAGES_PERSISTENT,
 	FN_FREE_PAGE_TABLE, FN_DMA_MAP_PAGES, FN_DMA_UNMAP_PAGES, FN_FREE_DMA_MAPPING,
-	FN_COUNT
+	FN_COUNT,
+	FN_FREE = FN_COUNT,	/* cudaFree, for gsim_api_lock only */
 };
 
 static const char *const gsim_fn_names[FN_COUNT] = {
@@ -127,12 +152,13 @@ static const char *const gsim_fn_names[FN_COUNT] = {
 enum gsim_violation {
 	V_IN_CALLBACK, V_DOUBLE_PUT, V_UNKNOWN_TABLE, V_UNKNOWN_MAPPING,
 	V_USE_AFTER_FREE, V_BAD_PEER, V_BAD_PAGE_SIZE, V_WRONG_PUT, V_HELD_AT_UNLOAD,
-	V_COUNT
+	V_DEADLOCK, V_COUNT
 };
 
 static const char *const gsim_violation_names[V_COUNT] = {
 	"in_callback", "double_put", "unknown_table", "unknown_mapping",
 	"use_after_free", "bad_peer", "bad_page_size", "wrong_put", "held_at_unload",
+	"deadlock",
 };
 
 /* A cudaMalloc'd buffer. */
@@ -150,7 +176,7 @@ struct gsim_buffer {
 enum gsim_pin_state {
 	PIN_ACTIVE,
 	PIN_IN_CALLBACK,	/* its free callback is running */
-	PIN_REVOKED,		/* the callback ran; the table is freed */
+	PIN_REVOKED,		/* the callback returned; the table is freed */
 	PIN_PUT,		/* put by the client; the table is freed */
 };
 
@@ -162,8 +188,9 @@ struct gsim_pin {
 	struct kref ref;
 	struct hlist_node hnode;	/* gsim_pins, keyed by &pt, until evicted */
 	struct list_head node;		/* gsim.pins while live, then gsim.tombstones */
-	struct list_head cb_node;	/* gsim.in_callback while the callback runs */
-	struct list_head mappings;	/* struct gsim_mapping.node */
+	struct list_head quarantine_node;	/* gsim.quarantine: freed memory kept */
+	struct mutex table_lock;	/* the driver's per-table semaphore: mappings */
+	struct list_head mappings;	/* struct gsim_mapping.node, under table_lock */
 	struct gsim_buffer *buf;
 	u64 id;
 	u64 va;
@@ -172,8 +199,8 @@ struct gsim_pin {
 	bool force_bar1;
 	void (*free_callback)(void *data);
 	void *data;
-	enum gsim_pin_state state;
-	struct task_struct *cb_task;	/* the task running the free callback */
+	enum gsim_pin_state state;	/* changes under gsim.lock (+ table_lock to a freed one) */
+	unsigned long revoked_at;	/* jiffies when the callback had returned */
 	/* One object per page, from gsim_page_cache, as NVIDIA's nv-p2p.c does. */
 	struct nvidia_p2p_page **page_ptrs;
 };
@@ -187,7 +214,7 @@ struct gsim_device {
 
 struct gsim_mapping {
 	struct nvidia_p2p_dma_mapping dm;
-	struct list_head node;		/* pin->mappings */
+	struct list_head node;		/* pin->mappings, or gsim.stray_mappings */
 	struct gsim_device *dev;
 };
 
@@ -199,15 +226,25 @@ struct gsim_injection {
 };
 
 static struct {
+	/* The model of RM's API lock: gsim_api_lock(). */
+	spinlock_t api_spin;		/* the five fields below */
+	struct task_struct *api_owner;	/* holds the API lock, or NULL */
+	struct task_struct *cb_task;	/* runs a free callback, holding the API lock */
+	u64 cb_pin_id;			/* the table whose callback that is */
+	unsigned long cb_since;		/* jiffies when it was called */
+	wait_queue_head_t api_wait;	/* the API lock was released */
+	struct lockdep_map api_dep_map;
+
 	struct mutex lock;		/* all of the state below but counters */
 	struct list_head buffers;	/* allocated, in VA order */
 	struct list_head zombies;	/* freed, held by persistent pins */
 	struct list_head pins;		/* live pins, in pinning order */
 	struct list_head tombstones;	/* freed pins, oldest first */
-	struct list_head in_callback;	/* pins whose callback is running */
+	struct list_head quarantine;	/* revoked pins whose memory is kept, oldest first */
+	struct list_head stray_mappings;	/* made by a map that raced a free */
 	struct list_head devices;
-	unsigned int ntombstones;
-	wait_queue_head_t cb_wait;
+	unsigned int ntombstones, nquarantined;
+	wait_queue_head_t cb_wait;	/* a pin left PIN_ACTIVE or PIN_IN_CALLBACK */
 	u64 next_va;
 	u64 next_pin_id;
 	unsigned long *frame_map;	/* allocated frames of fake VRAM */
@@ -215,6 +252,7 @@ static struct {
 	struct gsim_injection inject[FN_COUNT];
 	unsigned int live_buffers, live_pins, live_persistent, live_mappings;
 	atomic_long_t calls[FN_COUNT];
+	atomic_long_t raced_maps;	/* dma_map_pages that outlived a free of its table */
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
 	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
@@ -339,8 +377,45 @@ static struct gsim_buffer *gsim_find_buffer(u64 va, u64 len)
 
 /* ---- Pins ------------------------------------------------------------- */
 
+static struct kmem_cache *gsim_page_cache;
+
+static void gsim_free_pages(struct nvidia_p2p_page **pages, u32 n)
+{
+	u32 i;
+
+	if (!pages)
+		return;
+	for (i = 0; i < n && pages[i]; i++)
+		kmem_cache_free(gsim_page_cache, pages[i]);
+	kvfree(pages);
+}
+
+static void gsim_mapping_free(struct gsim_mapping *m)
+{
+	kfree(m->dm.dma_addresses);
+	kfree(m);
+}
+
+/* Frees what a revoked pin kept in quarantine (gsim.lock held). */
+static void gsim_unquarantine(struct gsim_pin *pin)
+{
+	struct gsim_mapping *m, *tmp;
+
+	if (list_empty(&pin->quarantine_node))
+		return;
+	list_del_init(&pin->quarantine_node);
+	gsim.nquarantined--;
+	list_for_each_entry_safe(m, tmp, &pin->mappings, node) {
+		list_del(&m->node);
+		gsim_mapping_free(m);
+	}
+	gsim_free_pages(pin->page_ptrs, pin->len >> GSIM_PAGE_SHIFT);
+	pin->page_ptrs = NULL;
+}
+
 static void gsim_pin_free(struct kref *ref)
 {
+	/* Out of quarantine already: gsim_evict, gsim_exit. */
 	kfree(container_of(ref, struct gsim_pin, ref));
 }
 
@@ -353,37 +428,6 @@ static struct gsim_pin *gsim_lookup(const struct nvidia_p2p_page_table *pt)
 		if (&pin->pt == pt)
 			return pin;
 	return NULL;
-}
-
-/*
- * Like gsim_lookup, but first waits for a free callback running for the pin
- * to return (the real driver's put and unmap block on the RM lock meanwhile).
- */
-static struct gsim_pin *gsim_lookup_settled(const struct nvidia_p2p_page_table *pt)
-{
-	struct gsim_pin *pin;
-
-	while ((pin = gsim_lookup(pt)) && pin->state == PIN_IN_CALLBACK) {
-		kref_get(&pin->ref);
-		mutex_unlock(&gsim.lock);
-		wait_event(gsim.cb_wait, READ_ONCE(pin->state) != PIN_IN_CALLBACK);
-		mutex_lock(&gsim.lock);
-		kref_put(&pin->ref, gsim_pin_free);
-	}
-	return pin;
-}
-
-static struct kmem_cache *gsim_page_cache;
-
-static void gsim_free_pages(struct nvidia_p2p_page **pages, u32 n)
-{
-	u32 i;
-
-	if (!pages)
-		return;
-	for (i = 0; i < n && pages[i]; i++)
-		kmem_cache_free(gsim_page_cache, pages[i]);
-	kvfree(pages);
 }
 
 /* The page array and one zeroed object per page, as the real driver makes them. */
@@ -435,6 +479,7 @@ static void gsim_fill_table(struct gsim_pin *pin)
 		pt->entries = n - 1;
 }
 
+/* A new pin of [va, va + len) (API lock and gsim.lock held). */
 static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 		    void (*free_callback)(void *data), void *data, bool persistent,
 		    bool force_bar1)
@@ -459,7 +504,9 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 		return -ENOMEM;
 	}
 	kref_init(&pin->ref);
+	mutex_init(&pin->table_lock);
 	INIT_LIST_HEAD(&pin->mappings);
+	INIT_LIST_HEAD(&pin->quarantine_node);
 	pin->buf = buf;
 	pin->id = ++gsim.next_pin_id;
 	pin->va = va;
@@ -480,31 +527,93 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	return 0;
 }
 
-static void gsim_unmap(struct gsim_mapping *m)
+/* As freed memory would look to a client that kept a pointer into it. */
+static void gsim_poison_mapping(struct gsim_mapping *m)
 {
-	list_del(&m->node);
-	kfree(m->dm.dma_addresses);
-	kfree(m);
-	gsim.live_mappings--;
+	u32 i;
+
+	m->dm.version = POISON_FREE * 0x01010101U;
+	m->dm.page_size_type = POISON_FREE * 0x01010101U;
+	for (i = 0; i < m->dm.entries; i++)
+		m->dm.dma_addresses[i] = POISON_FREE * 0x0101010101010101ULL;
 }
 
 /*
- * Frees what a client could still see of @pin (table, mappings) and keeps its
- * shell as a tombstone, so that later calls with the stale table are told
- * apart from calls with a table never seen.
+ * Poisons a revoked pin's table, page objects and mappings and keeps their
+ * memory (gsim.lock held): a client that reads the table or a mapping after
+ * the callback returned sees poison (its addresses fail any check) without
+ * crashing the guest. The oldest quarantined pin's memory is freed for real.
+ */
+static void gsim_quarantine(struct gsim_pin *pin)
+{
+	static u8 poisoned_uuid[NVIDIA_P2P_GPU_UUID_LEN] = {
+		[0 ... NVIDIA_P2P_GPU_UUID_LEN - 1] = POISON_FREE
+	};
+	struct gsim_mapping *m;
+	u32 i, n = pin->len >> GSIM_PAGE_SHIFT;
+
+	list_for_each_entry(m, &pin->mappings, node)
+		gsim_poison_mapping(m);
+	for (i = 0; i < n; i++)
+		memset(pin->page_ptrs[i], POISON_FREE, sizeof(*pin->page_ptrs[i]));
+	/* entries and pages stay: a stale reader walks poison, not wild pointers. */
+	pin->pt.version = POISON_FREE * 0x01010101U;
+	pin->pt.page_size = POISON_FREE * 0x01010101U;
+	pin->pt.flags = POISON_FREE * 0x01010101U;
+	pin->pt.gpu_uuid = poisoned_uuid;
+	list_add_tail(&pin->quarantine_node, &gsim.quarantine);
+	if (++gsim.nquarantined > GSIM_MAX_QUARANTINED)
+		gsim_unquarantine(list_first_entry(&gsim.quarantine, struct gsim_pin,
+						   quarantine_node));
+}
+
+/* Keeps at most GSIM_MAX_TOMBSTONES freed pins (gsim.lock held). */
+static void gsim_evict(void)
+{
+	struct gsim_pin *old;
+
+	if (++gsim.ntombstones <= GSIM_MAX_TOMBSTONES)
+		return;
+	old = list_first_entry(&gsim.tombstones, struct gsim_pin, node);
+	gsim_unquarantine(old);
+	list_del(&old->node);
+	hash_del(&old->hnode);
+	gsim.ntombstones--;
+	kref_put(&old->ref, gsim_pin_free);
+}
+
+/*
+ * Frees what a client could still see of @pin (table, page objects,
+ * mappings) and keeps its shell as a tombstone, so that later calls with the
+ * stale table are told apart from calls with a table never seen. A revoked
+ * pin's memory goes to quarantine; a put pin's is freed at once. Called with
+ * the API lock held (or at unload), not gsim.lock.
  */
 static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 {
 	struct gsim_mapping *m, *tmp;
-	struct gsim_pin *old;
+	unsigned int nmappings = 0;
 
-	list_for_each_entry_safe(m, tmp, &pin->mappings, node)
-		gsim_unmap(m);
-	gsim_free_pages(pin->page_ptrs, pin->len >> GSIM_PAGE_SHIFT);
-	pin->page_ptrs = NULL;
-	/* As freed memory would look to a client that kept the pointer. */
-	memset(&pin->pt, POISON_FREE, sizeof(pin->pt));
+	/* The driver frees the mappings under the table's own semaphore. */
+	mutex_lock(&pin->table_lock);
+	mutex_lock(&gsim.lock);
+	list_for_each_entry(m, &pin->mappings, node)
+		nmappings++;
+	gsim.live_mappings -= nmappings;
+	if (state == PIN_REVOKED) {
+		pin->revoked_at = jiffies;
+		gsim_quarantine(pin);
+	} else {
+		list_for_each_entry_safe(m, tmp, &pin->mappings, node) {
+			list_del(&m->node);
+			gsim_mapping_free(m);
+		}
+		gsim_free_pages(pin->page_ptrs, pin->len >> GSIM_PAGE_SHIFT);
+		pin->page_ptrs = NULL;
+		memset(&pin->pt, POISON_FREE, sizeof(pin->pt));
+	}
 	WRITE_ONCE(pin->state, state);
+	mutex_unlock(&pin->table_lock);
 	if (pin->persistent)
 		gsim.live_persistent--;
 	else
@@ -512,73 +621,232 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 	if (!--pin->buf->pins && pin->buf->freed)
 		gsim_buffer_free(pin->buf);
 	pin->buf = NULL;
-
 	list_move_tail(&pin->node, &gsim.tombstones);
-	if (++gsim.ntombstones > GSIM_MAX_TOMBSTONES) {
-		old = list_first_entry(&gsim.tombstones, struct gsim_pin, node);
-		list_del(&old->node);
-		hash_del(&old->hnode);
-		gsim.ntombstones--;
-		kref_put(&old->ref, gsim_pin_free);
-	}
+	gsim_evict();
+	mutex_unlock(&gsim.lock);
+	wake_up_all(&gsim.cb_wait);
+}
+
+/* ---- The driver's API lock -------------------------------------------- */
+
+/*
+ * Test knob deadlock_ms: how long a caller waits for the API lock while a
+ * free callback that has run as long does not return, before the wait is
+ * declared one that can never end.
+ */
+static unsigned int deadlock_ms = 5000;
+module_param(deadlock_ms, uint, 0644);
+MODULE_PARM_DESC(deadlock_ms, "A wait for the API lock while a free callback has not returned for this long (ms) is a deadlock: violation, -EDEADLK");
+
+/* Whether the current task is running a free callback. */
+static bool gsim_in_callback(void)
+{
+	return READ_ONCE(gsim.cb_task) == current;
+}
+
+static bool gsim_api_trylock(void)
+{
+	bool got;
+
+	spin_lock(&gsim.api_spin);
+	got = !gsim.api_owner;
+	if (got)
+		gsim.api_owner = current;
+	spin_unlock(&gsim.api_spin);
+	return got;
+}
+
+/*
+ * Whether the wait of @fn for the API lock, since @since, can never end: a
+ * free callback holds the lock and has not returned for deadlock_ms, and
+ * @fn has waited as long. The real driver would hang both for good.
+ */
+static bool gsim_api_stuck(enum gsim_fn fn, unsigned long since)
+{
+	unsigned long limit = msecs_to_jiffies(READ_ONCE(deadlock_ms));
+	u64 pin_id;
+	bool stuck;
+
+	spin_lock(&gsim.api_spin);
+	pin_id = gsim.cb_pin_id;
+	stuck = gsim.cb_task && time_after(jiffies, gsim.cb_since + limit) &&
+		time_after(jiffies, since + limit);
+	spin_unlock(&gsim.api_spin);
+	if (stuck)
+		gsim_violation(V_DEADLOCK,
+			       "deadlock: nvidia_p2p_%s waited %u ms for the driver's API lock while the free callback of page table #%llu did not return; on the real driver neither ever returns (does the callback wait for this call?)",
+			       gsim_fn_names[fn], READ_ONCE(deadlock_ms), pin_id);
+	return stuck;
+}
+
+/*
+ * Takes the API lock for @fn (FN_FREE: the free path). Lockdep sees it held;
+ * the calls take it as a trylock for lockdep, because MOFED's mapping_lock,
+ * held across dma_map and taken by an invalidation inside a callback, is one
+ * lock class for every registration, which lockdep would report as a cycle
+ * although no two instances ever meet. This function checks waits for the
+ * exact table instead (gsim_api_stuck).
+ */
+static int gsim_api_lock(enum gsim_fn fn)
+{
+	unsigned long since = jiffies;
+
+	while (!wait_event_timeout(gsim.api_wait, gsim_api_trylock(), HZ / 10))
+		if (fn != FN_FREE && gsim_api_stuck(fn, since))
+			return -EDEADLK;
+	if (fn == FN_FREE)
+		lock_map_acquire(&gsim.api_dep_map);
+	else
+		lock_map_acquire_try(&gsim.api_dep_map);
+	return 0;
+}
+
+static void gsim_api_unlock(void)
+{
+	lock_map_release(&gsim.api_dep_map);
+	spin_lock(&gsim.api_spin);
+	gsim.api_owner = NULL;
+	spin_unlock(&gsim.api_spin);
+	wake_up_all(&gsim.api_wait);
 }
 
 /* ---- Entry and exit of every API call --------------------------------- */
 
-/* Whether the current task is running a free callback (gsim.lock held). */
-static bool gsim_in_callback(void)
-{
-	struct gsim_pin *pin;
-
-	list_for_each_entry(pin, &gsim.in_callback, cb_node)
-		if (pin->cb_task == current)
-			return true;
-	return false;
-}
-
 /*
- * Called with gsim.lock held at the start of every API call: counts it,
- * refuses calls from a free callback and applies an armed injection.
+ * At the start of every API call: the artificial cost, counts the call,
+ * refuses one that needs the API lock (@api) from a free callback, and
+ * applies an armed injection. Holds no lock on return.
  */
-static int gsim_enter(enum gsim_fn fn)
+static int gsim_enter(enum gsim_fn fn, bool api)
 {
 	struct gsim_injection *inj = &gsim.inject[fn];
-
-	atomic_long_inc(&gsim.calls[fn]);
-	if (gsim_in_callback()) {
-		gsim_violation(V_IN_CALLBACK,
-			       "nvidia_p2p_%s called from inside a free callback (the real driver deadlocks)",
-			       gsim_fn_names[fn]);
-		return -EDEADLK;
-	}
-	if (!inj->times)
-		return 0;
-	if (inj->skip) {
-		inj->skip--;
-		return 0;
-	}
-	if (inj->times != ULONG_MAX)
-		inj->times--;
-	return inj->err;
-}
-
-/* Takes gsim.lock after the artificial cost, then enters @fn. */
-static int gsim_begin(enum gsim_fn fn)
-{
 	unsigned int us = READ_ONCE(cost_us);
+	int ret = 0;
 
 	if (us)
 		fsleep(us);
+	atomic_long_inc(&gsim.calls[fn]);
+	if (api && gsim_in_callback()) {
+		gsim_violation(V_IN_CALLBACK,
+			       "nvidia_p2p_%s called from inside a free callback: it needs the API lock the callback runs under (the real driver deadlocks)",
+			       gsim_fn_names[fn]);
+		return -EDEADLK;
+	}
 	mutex_lock(&gsim.lock);
-	return gsim_enter(fn);
+	if (!inj->times)
+		goto out;
+	if (inj->skip) {
+		inj->skip--;
+		goto out;
+	}
+	if (inj->times != ULONG_MAX)
+		inj->times--;
+	ret = inj->err;
+out:
+	mutex_unlock(&gsim.lock);
+	return ret;
 }
 
-static int gsim_end(enum gsim_fn fn, int ret)
+static int gsim_result(enum gsim_fn fn, int ret)
 {
-	mutex_unlock(&gsim.lock);
 	if (ret)
 		atomic_long_inc(&gsim.errors[fn]);
 	return ret;
+}
+
+/* ---- Test hooks: a cudaFree racing a call ------------------------------ */
+
+/*
+ * free_during_map, free_during_put, free_during_unmap (not NVIDIA's API):
+ * the call first frees the buffer of the table it was given from another
+ * thread and waits until the free path holds the API lock and has called
+ * that table's free callback; then it goes on as the driver would. So
+ * dma_map_pages and put_pages wait for the API lock until the free path is
+ * done, and dma_unmap_pages runs while the callback does (it waits up to
+ * 200 ms for the callback to return first, as it would if the callback did
+ * not wait for this unmap). A client whose callback waits for the map or the
+ * put makes a deadlock (violation.deadlock after deadlock_ms); one that lets
+ * the callback return before its unmap ends makes a use_after_free.
+ */
+static bool free_during_map, free_during_put, free_during_unmap;
+module_param(free_during_map, bool, 0644);
+MODULE_PARM_DESC(free_during_map, "Test hook: dma_map_pages first frees the buffer being mapped from another thread, then waits for the API lock");
+module_param(free_during_put, bool, 0644);
+MODULE_PARM_DESC(free_during_put, "Test hook: put_pages first frees the buffer being unpinned from another thread, then waits for the API lock");
+module_param(free_during_unmap, bool, 0644);
+MODULE_PARM_DESC(free_during_unmap, "Test hook: dma_unmap_pages first frees the buffer from another thread and unmaps while its free callback runs");
+
+static int gsim_free(u64 va);
+
+static atomic_t gsim_free_works = ATOMIC_INIT(0);
+
+struct gsim_free_work {
+	struct work_struct work;
+	u64 va;
+};
+
+static void gsim_free_work_fn(struct work_struct *work)
+{
+	struct gsim_free_work *w = container_of(work, struct gsim_free_work, work);
+
+	gsim_free(w->va);
+	kfree(w);
+	if (atomic_dec_and_test(&gsim_free_works))
+		wake_up_var(&gsim_free_works);
+}
+
+/*
+ * If @hook is set, frees @pin's buffer from another thread and returns once
+ * its free callback has been called (or the pin left PIN_ACTIVE otherwise).
+ * The caller holds a reference on @pin and no lock.
+ */
+static void gsim_free_meanwhile(bool hook, struct gsim_pin *pin)
+{
+	struct gsim_free_work *w;
+
+	if (!hook)
+		return;
+	w = kzalloc(sizeof(*w), GFP_KERNEL);
+	if (!w)
+		return;
+	mutex_lock(&gsim.lock);
+	if (pin->state != PIN_ACTIVE || pin->persistent || pin->buf->freed) {
+		mutex_unlock(&gsim.lock);
+		kfree(w);
+		return;
+	}
+	w->va = pin->buf->va;
+	mutex_unlock(&gsim.lock);
+	INIT_WORK(&w->work, gsim_free_work_fn);
+	atomic_inc(&gsim_free_works);
+	queue_work(system_unbound_wq, &w->work);
+	wait_event(gsim.cb_wait, READ_ONCE(pin->state) != PIN_ACTIVE);
+}
+
+/* At unload: the frees queued by the free_during_* hooks have run. */
+static void gsim_flush_free_works(void)
+{
+	wait_var_event(&gsim_free_works, !atomic_read(&gsim_free_works));
+}
+
+/* The pin of @pt with a reference, for a hook before the call's locks. */
+static struct gsim_pin *gsim_get_pin(const struct nvidia_p2p_page_table *pt)
+{
+	struct gsim_pin *pin;
+
+	mutex_lock(&gsim.lock);
+	pin = gsim_lookup(pt);
+	if (pin)
+		kref_get(&pin->ref);
+	mutex_unlock(&gsim.lock);
+	return pin;
+}
+
+static void gsim_put_pin(struct gsim_pin *pin)
+{
+	mutex_lock(&gsim.lock);
+	kref_put(&pin->ref, gsim_pin_free);
+	mutex_unlock(&gsim.lock);
 }
 
 /* ---- The exported API ------------------------------------------------- */
@@ -587,15 +855,26 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 			 u64 length, struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data)
 {
-	int ret = gsim_begin(FN_GET_PAGES);
+	int ret = gsim_enter(FN_GET_PAGES, true);
 
 	/* 535+: persistence has its own API; a NULL callback is an error. */
 	if (!ret && !free_callback)
 		ret = -EINVAL;
+	/*
+	 * The driver takes the API lock twice, to pin and to register the
+	 * callback; the callback can fire from the second unlock on, before
+	 * this returns. One hold here leaves the same window after it.
+	 */
 	if (!ret)
+		ret = gsim_api_lock(FN_GET_PAGES);
+	if (!ret) {
+		mutex_lock(&gsim.lock);
 		ret = gsim_pin(virtual_address, length, page_table, free_callback,
 			       data, false, false);
-	return gsim_end(FN_GET_PAGES, ret);
+		mutex_unlock(&gsim.lock);
+		gsim_api_unlock();
+	}
+	return gsim_result(FN_GET_PAGES, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
@@ -603,16 +882,24 @@ int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 				    struct nvidia_p2p_page_table **page_table,
 				    u32 flags)
 {
-	int ret = gsim_begin(FN_GET_PAGES_PERSISTENT);
+	int ret = gsim_enter(FN_GET_PAGES_PERSISTENT, true);
 
-	if (!ret && !READ_ONCE(persistent_api))
-		ret = -ENOTSUPP;
-	if (!ret && (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING))
-		ret = -EINVAL;
 	if (!ret)
+		ret = gsim_api_lock(FN_GET_PAGES_PERSISTENT);
+	if (ret)
+		return gsim_result(FN_GET_PAGES_PERSISTENT, ret);
+	if (!READ_ONCE(persistent_api))
+		ret = -ENOTSUPP;
+	else if (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
+		ret = -EINVAL;
+	if (!ret) {
+		mutex_lock(&gsim.lock);
 		ret = gsim_pin(virtual_address, length, page_table, NULL, NULL, true,
 			       flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING);
-	return gsim_end(FN_GET_PAGES_PERSISTENT, ret);
+		mutex_unlock(&gsim.lock);
+	}
+	gsim_api_unlock();
+	return gsim_result(FN_GET_PAGES_PERSISTENT, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
 
@@ -625,32 +912,29 @@ static uint revoked_put_errno;
 module_param(revoked_put_errno, uint, 0644);
 MODULE_PARM_DESC(revoked_put_errno, "Test knob: a put after the free callback returns -N (older drivers) instead of 0");
 
-/* Test hooks free_during_map, free_during_put: see gsim_free_meanwhile. */
-static bool free_during_map;
-static bool free_during_put;
-static void gsim_free_meanwhile(bool hook, struct nvidia_p2p_page_table *pt);
-
-module_param(free_during_put, bool, 0644);
-MODULE_PARM_DESC(free_during_put, "Test hook: put_pages first frees the buffer being unpinned from another thread and waits up to 1 s for its callback to return");
-
-/* The common part of both puts, gsim.lock held. */
+/* The common part of both puts, API lock held. */
 static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 		    bool persistent)
 {
-	struct gsim_pin *pin = gsim_lookup_settled(pt);
+	struct gsim_pin *pin;
 
+	mutex_lock(&gsim.lock);
+	pin = gsim_lookup(pt);
 	if (!pin) {
+		mutex_unlock(&gsim.lock);
 		gsim_violation(V_UNKNOWN_TABLE, "nvidia_p2p_%s of an unknown page table",
 			       gsim_fn_names[fn]);
 		return -EINVAL;
 	}
 	if (pin->state == PIN_PUT) {
+		mutex_unlock(&gsim.lock);
 		gsim_violation(V_DOUBLE_PUT, "nvidia_p2p_%s of page table #%llu, already put",
 			       gsim_fn_names[fn], pin->id);
 		return -EINVAL;
 	}
 	/* Also after the callback: the wrong put would reach freed state. */
 	if (pin->persistent != persistent || pin->va != va) {
+		mutex_unlock(&gsim.lock);
 		gsim_violation(V_WRONG_PUT,
 			       "nvidia_p2p_%s of %s page table #%llu (va %#llx) with va %#llx",
 			       gsim_fn_names[fn],
@@ -659,10 +943,13 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 		return -EINVAL;
 	}
 	if (pin->state == PIN_REVOKED) {
-		/* The callback already freed it: a late put is fine, once. */
+		/* RM no longer knows the table (NV_ERR_OBJECT_NOT_FOUND): fine, once. */
 		WRITE_ONCE(pin->state, PIN_PUT);
+		mutex_unlock(&gsim.lock);
 		return -(int)READ_ONCE(revoked_put_errno);
 	}
+	mutex_unlock(&gsim.lock);
+	/* The API lock keeps the free path out: the pin is still ours to retire. */
 	gsim_retire(pin, PIN_PUT);
 	return 0;
 }
@@ -670,14 +957,24 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
-	int ret;
+	int ret = gsim_enter(FN_PUT_PAGES, true);
+	struct gsim_pin *pin;
 
-	if (page_table)
-		gsim_free_meanwhile(READ_ONCE(free_during_put), page_table);
-	ret = gsim_begin(FN_PUT_PAGES);
-	if (!ret && page_table)
+	if (ret || !page_table)
+		return gsim_result(FN_PUT_PAGES, ret);
+	if (READ_ONCE(free_during_put)) {
+		pin = gsim_get_pin(page_table);
+		if (pin) {
+			gsim_free_meanwhile(true, pin);
+			gsim_put_pin(pin);
+		}
+	}
+	ret = gsim_api_lock(FN_PUT_PAGES);
+	if (!ret) {
 		ret = gsim_put(FN_PUT_PAGES, virtual_address, page_table, false);
-	return gsim_end(FN_PUT_PAGES, ret);
+		gsim_api_unlock();
+	}
+	return gsim_result(FN_PUT_PAGES, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
 
@@ -685,13 +982,17 @@ int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
 				    u32 flags)
 {
-	int ret = gsim_begin(FN_PUT_PAGES_PERSISTENT);
+	int ret = gsim_enter(FN_PUT_PAGES_PERSISTENT, true);
 
 	if (!ret && (flags || !page_table))
 		ret = -EINVAL;
 	if (!ret)
+		ret = gsim_api_lock(FN_PUT_PAGES_PERSISTENT);
+	if (!ret) {
 		ret = gsim_put(FN_PUT_PAGES_PERSISTENT, virtual_address, page_table, true);
-	return gsim_end(FN_PUT_PAGES_PERSISTENT, ret);
+		gsim_api_unlock();
+	}
+	return gsim_result(FN_PUT_PAGES_PERSISTENT, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
 
@@ -749,14 +1050,66 @@ static struct gsim_device *gsim_device(struct pci_dev *pdev)
 	return dev;
 }
 
-static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
-			struct nvidia_p2p_dma_mapping **dma_mapping)
+/*
+ * Test knob race_window_ms: a dma_map_pages of a table whose callback
+ * returned less than this long ago is the driver's own race, not the
+ * client's fault: no client can keep the callback (which must not wait for
+ * a map) from running between its last check of the pin and the driver's
+ * read of the table. Later, the client had all the time it needed to see
+ * its own callback: a use after free.
+ */
+static unsigned int race_window_ms = 2000;
+module_param(race_window_ms, uint, 0644);
+MODULE_PARM_DESC(race_window_ms, "dma_map_pages of a table revoked less than this long ago (ms) counts as the driver's race (maps.raced), later as use_after_free (default 2000)");
+
+/*
+ * A mapping of the freed table of @pin, whose addresses are poison: what
+ * the driver builds from freed memory (gsim.lock held).
+ */
+static int gsim_map_stray(struct gsim_pin *pin, struct pci_dev *peer,
+			  struct gsim_pin **pinp, struct gsim_mapping **mp)
+{
+	struct gsim_mapping *m = kzalloc(sizeof(*m), GFP_KERNEL);
+	u32 n = pin->len >> GSIM_PAGE_SHIFT;
+
+	if (!m)
+		return -ENOMEM;
+	m->dm.dma_addresses = kcalloc(n, sizeof(u64), GFP_KERNEL);
+	if (!m->dm.dma_addresses) {
+		gsim_mapping_free(m);
+		return -ENOMEM;
+	}
+	m->dm.entries = n;
+	gsim_poison_mapping(m);
+	m->dm.private = m;
+	m->dm.pci_dev = peer;
+	kref_get(&pin->ref);
+	*pinp = pin;
+	*mp = m;
+	return 0;
+}
+
+/* Whether mapping @pin, revoked, is the race no client can close. */
+static bool gsim_map_raced(struct gsim_pin *pin)
+{
+	return pin->state == PIN_REVOKED &&
+	       time_before(jiffies, pin->revoked_at + msecs_to_jiffies(READ_ONCE(race_window_ms)));
+}
+
+/*
+ * The part of dma_map_pages before the API lock (gsim.lock held): checks the
+ * table, reads its pages and builds the mapping. The driver reads the table
+ * here: a table it freed is a use after free, unless the free was just now
+ * (gsim_map_raced), which the mapping then shows (gsim_map_insert).
+ */
+static int gsim_map_read_table(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
+			       struct gsim_pin **pinp, struct gsim_mapping **mp)
 {
 	struct gsim_pin *pin;
 	struct gsim_mapping *m;
 	u32 i;
 
-	if (!peer || !pt || !dma_mapping)
+	if (!peer || !pt)
 		return -EINVAL;
 	if (!gsim_is_pci_dev(peer)) {
 		gsim_violation(V_BAD_PEER,
@@ -769,12 +1122,14 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 			       "nvidia_p2p_dma_map_pages of an unknown page table");
 		return -EINVAL;
 	}
-	if (pin->state == PIN_REVOKED || pin->state == PIN_PUT) {
+	if ((pin->state == PIN_REVOKED || pin->state == PIN_PUT) && !gsim_map_raced(pin)) {
 		gsim_violation(V_USE_AFTER_FREE,
-			       "nvidia_p2p_dma_map_pages of page table #%llu after its %s",
-			       pin->id, pin->state == PIN_PUT ? "put" : "free callback");
+			       "nvidia_p2p_dma_map_pages of page table #%llu after %s (the driver freed it)",
+			       pin->id, pin->state == PIN_PUT ? "its put" : "its free callback returned");
 		return -EINVAL;
 	}
+	if (pin->state == PIN_REVOKED)
+		return gsim_map_stray(pin, peer, pinp, mp);
 	if (pt->page_size != NVIDIA_P2P_PAGE_SIZE_64KB) {
 		gsim_violation(V_BAD_PAGE_SIZE,
 			       "nvidia_p2p_dma_map_pages of a table with page size type %u (the real driver BUG()s)",
@@ -790,8 +1145,7 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 	m->dev = gsim_device(peer);
 	m->dm.dma_addresses = kcalloc(pt->entries ?: 1, sizeof(u64), GFP_KERNEL);
 	if (!m->dev || !m->dm.dma_addresses) {
-		kfree(m->dm.dma_addresses);
-		kfree(m);
+		gsim_mapping_free(m);
 		return -ENOMEM;
 	}
 	m->dm.version = READ_ONCE(bad_data) == BAD_DMA_VERSION ?
@@ -803,43 +1157,80 @@ static int gsim_dma_map(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
 					 m->dev->dma_offset;
 	m->dm.private = m;
 	m->dm.pci_dev = peer;
-	list_add_tail(&m->node, &pin->mappings);
-	gsim.live_mappings++;
-	*dma_mapping = &m->dm;
+	kref_get(&pin->ref);
+	*pinp = pin;
+	*mp = m;
 	return 0;
+}
+
+/*
+ * The part of dma_map_pages after the API lock: inserts the mapping into
+ * the table's list under its semaphore. If the free path freed the table
+ * meanwhile, the real driver writes into freed memory here, a window no
+ * client can close: the mapping is handed out anyway (its addresses poison,
+ * as the pages are gone), kept on gsim.stray_mappings and counted in
+ * raced_maps; the table's tombstone makes any unmap of it a violation.
+ */
+static void gsim_map_insert(struct gsim_pin *pin, struct gsim_mapping *m)
+{
+	mutex_lock(&pin->table_lock);
+	mutex_lock(&gsim.lock);
+	if (pin->state == PIN_REVOKED || pin->state == PIN_PUT) {
+		gsim_poison_mapping(m);
+		list_add_tail(&m->node, &gsim.stray_mappings);
+		atomic_long_inc(&gsim.raced_maps);
+	} else {
+		list_add_tail(&m->node, &pin->mappings);
+		gsim.live_mappings++;
+	}
+	mutex_unlock(&gsim.lock);
+	mutex_unlock(&pin->table_lock);
 }
 
 int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping)
 {
-	int ret;
+	int ret = gsim_enter(FN_DMA_MAP_PAGES, true);
+	struct gsim_mapping *m = NULL;
+	struct gsim_pin *pin = NULL;
 
-	gsim_free_meanwhile(READ_ONCE(free_during_map), page_table);
-	ret = gsim_begin(FN_DMA_MAP_PAGES);
-	if (!ret)
-		ret = gsim_dma_map(peer, page_table, dma_mapping);
-	return gsim_end(FN_DMA_MAP_PAGES, ret);
+	if (!ret && !dma_mapping)
+		ret = -EINVAL;
+	if (!ret) {
+		mutex_lock(&gsim.lock);
+		ret = gsim_map_read_table(peer, page_table, &pin, &m);
+		mutex_unlock(&gsim.lock);
+	}
+	if (!ret) {
+		gsim_free_meanwhile(READ_ONCE(free_during_map), pin);
+		/* rm_p2p_dma_map_pages: under the API lock. */
+		ret = gsim_api_lock(FN_DMA_MAP_PAGES);
+	}
+	if (!ret) {
+		gsim_api_unlock();
+		gsim_map_insert(pin, m);
+		*dma_mapping = &m->dm;
+		m = NULL;
+	}
+	if (m)
+		gsim_mapping_free(m);
+	if (pin)
+		gsim_put_pin(pin);
+	return gsim_result(FN_DMA_MAP_PAGES, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
 
-static int gsim_dma_unmap(struct pci_dev *peer, struct nvidia_p2p_page_table *pt,
+/* dma_unmap_pages with the table's semaphore held. */
+static int gsim_dma_unmap(struct gsim_pin *pin, struct pci_dev *peer,
 			  struct nvidia_p2p_dma_mapping *dm)
 {
-	struct gsim_pin *pin = gsim_lookup_settled(pt);
 	struct gsim_mapping *m;
 
-	if (!pin) {
-		gsim_violation(V_UNKNOWN_TABLE,
-			       "nvidia_p2p_dma_unmap_pages of an unknown page table");
-		return -EINVAL;
-	}
-	if (pin->state == PIN_REVOKED)
-		return 0;	/* torn down with the table by the callback */
-	if (pin->state == PIN_PUT) {
+	if (pin->state == PIN_REVOKED || pin->state == PIN_PUT) {
 		gsim_violation(V_USE_AFTER_FREE,
-			       "nvidia_p2p_dma_unmap_pages of page table #%llu after its put",
-			       pin->id);
+			       "nvidia_p2p_dma_unmap_pages of page table #%llu after %s (the driver freed it and its mappings)",
+			       pin->id, pin->state == PIN_PUT ? "its put" : "its free callback returned");
 		return -EINVAL;
 	}
 	list_for_each_entry(m, &pin->mappings, node) {
@@ -850,7 +1241,11 @@ static int gsim_dma_unmap(struct pci_dev *peer, struct nvidia_p2p_page_table *pt
 				       "nvidia_p2p_dma_unmap_pages with another peer than the mapping's (the real driver WARNs)");
 			return -EINVAL;
 		}
-		gsim_unmap(m);
+		mutex_lock(&gsim.lock);
+		list_del(&m->node);
+		gsim.live_mappings--;
+		mutex_unlock(&gsim.lock);
+		gsim_mapping_free(m);
 		return 0;
 	}
 	gsim_violation(V_UNKNOWN_MAPPING,
@@ -859,15 +1254,33 @@ static int gsim_dma_unmap(struct pci_dev *peer, struct nvidia_p2p_page_table *pt
 	return -EINVAL;
 }
 
+/* No API lock: only the table's own semaphore, so also from a free callback. */
 int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 			       struct nvidia_p2p_page_table *page_table,
 			       struct nvidia_p2p_dma_mapping *dma_mapping)
 {
-	int ret = gsim_begin(FN_DMA_UNMAP_PAGES);
+	int ret = gsim_enter(FN_DMA_UNMAP_PAGES, false);
+	struct gsim_pin *pin;
 
-	if (!ret)
-		ret = gsim_dma_unmap(peer, page_table, dma_mapping);
-	return gsim_end(FN_DMA_UNMAP_PAGES, ret);
+	if (ret)
+		return gsim_result(FN_DMA_UNMAP_PAGES, ret);
+	pin = gsim_get_pin(page_table);
+	if (!pin) {
+		gsim_violation(V_UNKNOWN_TABLE,
+			       "nvidia_p2p_dma_unmap_pages of an unknown page table");
+		return gsim_result(FN_DMA_UNMAP_PAGES, -EINVAL);
+	}
+	if (READ_ONCE(free_during_unmap) && !gsim_in_callback()) {
+		gsim_free_meanwhile(true, pin);
+		/* A callback that does not wait for this unmap returns meanwhile. */
+		wait_event_timeout(gsim.cb_wait, READ_ONCE(pin->state) != PIN_IN_CALLBACK,
+				   HZ / 5);
+	}
+	mutex_lock(&pin->table_lock);
+	ret = gsim_dma_unmap(pin, peer, dma_mapping);
+	mutex_unlock(&pin->table_lock);
+	gsim_put_pin(pin);
+	return gsim_result(FN_DMA_UNMAP_PAGES, ret);
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
 
@@ -884,18 +1297,42 @@ static struct gsim_pin *gsim_next_revocable(struct gsim_buffer *buf)
 	return NULL;
 }
 
-/* Frees the buffer at @va; returns the number of callbacks fired. */
+/* Calls @pin's free callback as RM does: API lock held, gsim.lock not. */
+static void gsim_call_back(struct gsim_pin *pin)
+{
+	spin_lock(&gsim.api_spin);
+	gsim.cb_task = current;
+	gsim.cb_pin_id = pin->id;
+	gsim.cb_since = jiffies;
+	spin_unlock(&gsim.api_spin);
+	atomic_long_inc(&gsim.callbacks_started);
+	wake_up_all(&gsim.cb_wait);
+	pin->free_callback(pin->data);
+	spin_lock(&gsim.api_spin);
+	gsim.cb_task = NULL;
+	spin_unlock(&gsim.api_spin);
+}
+
+/*
+ * Frees the buffer at @va; returns the number of callbacks fired. Holds the
+ * API lock throughout, as RM's free of video memory does: every callback
+ * runs under it, and each table is freed as soon as its callback returns.
+ */
 static int gsim_free(u64 va)
 {
 	struct gsim_buffer *buf;
 	struct gsim_pin *pin;
 	int fired = 0;
 
+	if (gsim_in_callback())
+		return -EDEADLK;	/* a test hook misused; never from a client */
+	gsim_api_lock(FN_FREE);
 	mutex_lock(&gsim.lock);
 	list_for_each_entry(buf, &gsim.buffers, node)
 		if (buf->va == va)
 			goto found;
 	mutex_unlock(&gsim.lock);
+	gsim_api_unlock();
 	return -EINVAL;
 
 found:
@@ -906,23 +1343,18 @@ found:
 	buf->pins++;	/* keeps buf while its pins are retired */
 	while ((pin = gsim_next_revocable(buf))) {
 		WRITE_ONCE(pin->state, PIN_IN_CALLBACK);
-		pin->cb_task = current;
-		list_add(&pin->cb_node, &gsim.in_callback);
 		mutex_unlock(&gsim.lock);
-		atomic_long_inc(&gsim.callbacks_started);
-		pin->free_callback(pin->data);
-		mutex_lock(&gsim.lock);
-		list_del(&pin->cb_node);
-		pin->cb_task = NULL;
-		/* After the callback the driver frees the table and mappings. */
+		gsim_call_back(pin);
+		/* nv_p2p_free_platform_data: the table and its mappings go now. */
 		gsim_retire(pin, PIN_REVOKED);
 		atomic_long_inc(&gsim.callbacks);
-		wake_up_all(&gsim.cb_wait);
 		fired++;
+		mutex_lock(&gsim.lock);
 	}
 	if (!--buf->pins)
 		gsim_buffer_free(buf);
 	mutex_unlock(&gsim.lock);
+	gsim_api_unlock();
 	return fired;
 }
 
@@ -941,69 +1373,6 @@ long nvidia_sim_callbacks_started(void)
 	return atomic_long_read(&gsim.callbacks_started);
 }
 EXPORT_SYMBOL_GPL(nvidia_sim_callbacks_started);
-
-/*
- * Test hook free_during_map (not NVIDIA's API): nvidia_p2p_dma_map_pages
- * first frees the buffer of the table it was given, from another thread, and
- * waits up to a second for the pin's free callback to have returned (the
- * driver then freed the table) before doing its work: a cudaFree that
- * completes while a client is inside dma_map_pages. A client that passes a
- * table the driver may free meanwhile gets a use_after_free violation.
- * free_during_put does the same in nvidia_p2p_put_pages: a cudaFree whose
- * callback runs while the client is inside the unpin.
- */
-module_param(free_during_map, bool, 0644);
-MODULE_PARM_DESC(free_during_map, "Test hook: dma_map_pages first frees the buffer being mapped from another thread and waits up to 1 s for its callback to return");
-
-static atomic_t gsim_free_works = ATOMIC_INIT(0);
-
-struct gsim_free_work {
-	struct work_struct work;
-	u64 va;
-};
-
-static void gsim_free_work_fn(struct work_struct *work)
-{
-	struct gsim_free_work *w = container_of(work, struct gsim_free_work, work);
-
-	gsim_free(w->va);
-	kfree(w);
-	if (atomic_dec_and_test(&gsim_free_works))
-		wake_up_var(&gsim_free_works);
-}
-
-static void gsim_free_meanwhile(bool hook, struct nvidia_p2p_page_table *pt)
-{
-	struct gsim_free_work *w;
-	struct gsim_pin *pin;
-
-	if (!hook)
-		return;
-	w = kzalloc(sizeof(*w), GFP_KERNEL);
-	if (!w)
-		return;
-	mutex_lock(&gsim.lock);
-	pin = gsim_lookup(pt);
-	if (!pin || pin->state != PIN_ACTIVE || pin->persistent || pin->buf->freed) {
-		mutex_unlock(&gsim.lock);
-		kfree(w);
-		return;
-	}
-	kref_get(&pin->ref);
-	w->va = pin->buf->va;
-	mutex_unlock(&gsim.lock);
-	INIT_WORK(&w->work, gsim_free_work_fn);
-	atomic_inc(&gsim_free_works);
-	queue_work(system_unbound_wq, &w->work);
-	wait_event_timeout(gsim.cb_wait, READ_ONCE(pin->state) == PIN_REVOKED, HZ);
-	kref_put(&pin->ref, gsim_pin_free);
-}
-
-/* At unload: the frees queued by the free_during_* hooks have run. */
-static void gsim_flush_free_works(void)
-{
-	wait_var_event(&gsim_free_works, !atomic_read(&gsim_free_works));
-}
 
 /* ---- debugfs: ctl ----------------------------------------------------- */
 
@@ -1099,6 +1468,7 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 	for (i = 0; i < V_COUNT; i++)
 		atomic_long_set(&gsim.violations[i], 0);
 	atomic_long_set(&gsim.callbacks, 0);
+	atomic_long_set(&gsim.raced_maps, 0);
 	return 0;
 }
 
@@ -1129,6 +1499,7 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "pins.persistent %u\n", READ_ONCE(gsim.live_persistent));
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
+	seq_printf(s, "maps.raced %ld\n", atomic_long_read(&gsim.raced_maps));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
 	for (i = 0; i < V_COUNT; i++) {
 		total += atomic_long_read(&gsim.violations[i]);
@@ -1247,12 +1618,18 @@ static void gsim_debugfs_init(void)
 
 static int __init gsim_init(void)
 {
+	static struct lock_class_key api_key;
+
+	spin_lock_init(&gsim.api_spin);
+	init_waitqueue_head(&gsim.api_wait);
+	lockdep_init_map(&gsim.api_dep_map, "nvidia_rm_api_lock", &api_key, 0);
 	mutex_init(&gsim.lock);
 	INIT_LIST_HEAD(&gsim.buffers);
 	INIT_LIST_HEAD(&gsim.zombies);
 	INIT_LIST_HEAD(&gsim.pins);
 	INIT_LIST_HEAD(&gsim.tombstones);
-	INIT_LIST_HEAD(&gsim.in_callback);
+	INIT_LIST_HEAD(&gsim.quarantine);
+	INIT_LIST_HEAD(&gsim.stray_mappings);
 	INIT_LIST_HEAD(&gsim.devices);
 	init_waitqueue_head(&gsim.cb_wait);
 	gsim.next_va = GSIM_VA_BASE;
@@ -1279,10 +1656,11 @@ static void __exit gsim_exit(void)
 	struct gsim_buffer *buf, *tbuf;
 	struct gsim_pin *pin, *tpin;
 	struct gsim_device *dev, *tdev;
+	struct gsim_mapping *m, *tm;
 
 	debugfs_remove_recursive(gsim.debugfs);
 	gsim_flush_free_works();
-	mutex_lock(&gsim.lock);
+	/* No client is left: the pins are retired without the API lock. */
 	list_for_each_entry_safe(pin, tpin, &gsim.pins, node) {
 		gsim_violation(V_HELD_AT_UNLOAD,
 			       "%s page table #%llu (va %#llx, %llu bytes) still held at unload",
@@ -1290,10 +1668,16 @@ static void __exit gsim_exit(void)
 			       pin->id, pin->va, pin->len);
 		gsim_retire(pin, PIN_PUT);
 	}
+	mutex_lock(&gsim.lock);
 	list_for_each_entry_safe(pin, tpin, &gsim.tombstones, node) {
+		gsim_unquarantine(pin);
 		hash_del(&pin->hnode);
 		list_del(&pin->node);
 		kref_put(&pin->ref, gsim_pin_free);
+	}
+	list_for_each_entry_safe(m, tm, &gsim.stray_mappings, node) {
+		list_del(&m->node);
+		gsim_mapping_free(m);
 	}
 	list_for_each_entry_safe(buf, tbuf, &gsim.buffers, node)
 		gsim_buffer_free(buf);

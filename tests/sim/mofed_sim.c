@@ -25,16 +25,21 @@
  * Locking, outermost first:
  *   msim.peer_mutex    the client list; held across the ownership search,
  *                      i.e. across the clients' acquire calls.
- *   mr->mapping_lock   from get_pages to activation (legacy too, though
- *                      4.x has none: nothing else takes it there), across a
- *                      modern invalidation, and (clients that do not unmap
- *                      themselves) across dma_unmap + put_pages on
- *                      deregistration.
+ *   mr->mapping_lock   from before get_pages until the HCA activates the
+ *                      invalidation notifier, after its own work on the
+ *                      mapping (mlx5: page size, mkey, UMR; here
+ *                      activation_delay_ms and free_at=activate) (legacy
+ *                      too, though 4.x has none: nothing else takes it
+ *                      there), across a modern invalidation, and (clients
+ *                      that do not unmap themselves) across dma_unmap +
+ *                      put_pages on deregistration. A client's free
+ *                      callback that forwards an invalidation waits here.
  *   client->lock       legacy: tickets (taken inside mapping_lock by a
  *                      registration); held across a whole invalidation,
  *                      including the client's dma_unmap, put_pages, release.
- *   msim.lock, client->umems' xa_lock: spinlocks, innermost, never held
- *                      across a call into a client or the GPU.
+ *   msim.lock, client->umems' xa_lock, a direct MR's direct_lock:
+ *                      spinlocks, innermost, never held across a call into a
+ *                      client or the GPU.
  * Client callbacks run with the locks MOFED would hold at that point (plus
  * the unused mapping_lock in legacy mode).
  */
@@ -84,6 +89,11 @@ MODULE_PARM_DESC(pci_dev, "PCI device (DDDD:BB:DD.F) used as the HCA's dma_devic
 static unsigned int max_seg_size = SZ_2G;
 module_param(max_seg_size, uint, 0444);
 MODULE_PARM_DESC(max_seg_size, "DMA max segment size set on the dma_device at load, as mlx5 does (default 2 GiB; 0: leave the device alone)");
+
+/* The HCA's work between dma_map and activation, mapping_lock held. */
+static unsigned int activation_delay_ms;
+module_param(activation_delay_ms, uint, 0644);
+MODULE_PARM_DESC(activation_delay_ms, "Test knob: the HCA's work between a client's dma_map and the activation of the invalidation notifier, in ms, mapping_lock held (default 0)");
 
 enum msim_violation {
 	V_SG_ALIGN, V_SG_COVERAGE, V_NMAP, V_PAGE_SIZE, V_MAP_FAILURE,
@@ -193,6 +203,9 @@ struct msim_mr {
 	int again_ret;			/* what the repeated dma_unmap returned */
 	unsigned int unmap_calls, put_calls;
 	/* direct mode */
+	spinlock_t direct_lock;		/* the three fields below, and state */
+	bool revoked;			/* the GPU's free callback came */
+	unsigned int readers;		/* reading the table or unmapping it */
 	struct nvidia_p2p_page_table *pt;
 	struct nvidia_p2p_dma_mapping *dm;
 	u32 pt_version;			/* as the table said at registration */
@@ -213,6 +226,7 @@ static struct {
 	atomic_long_t invalidations, invalidations_unknown;
 	atomic_long_t violations[V_COUNT];
 	atomic_t live_mrs, live_clients;
+	wait_queue_head_t direct_wait;	/* a direct MR lost its last reader */
 } msim;
 
 static DEFINE_XARRAY_ALLOC1(msim_mrs);	/* user-visible MR ids */
@@ -497,14 +511,21 @@ EXPORT_SYMBOL(ib_unregister_peer_memory_client);
  * "reg ... free_at=STAGE" frees the MR's GPU buffer from another thread just
  * before the core calls STAGE on the client (put_pages: between dma_unmap
  * and put_pages, the first time the core makes them: deregistration, or a
- * failed registration's unwinding), and goes on once the GPU's free callback
+ * failed registration's unwinding; activate: after dma_map and the core's
+ * checks, before the HCA activates the notifier, mapping_lock held, so that
+ * the callback's invalidation lands in that window), and goes on once the
+ * GPU's free callback
  * has started, as when an application's cudaFree races its ibv_reg_mr. The
  * buffer is the one starting at the MR's first 64 KiB page. The hook waits
  * for the callback to start, not to end: the callback may be waiting for
  * mapping_lock, which the caller holds.
  */
-enum msim_free_at { FREE_AT_NONE, FREE_AT_GET_PAGES, FREE_AT_DMA_MAP, FREE_AT_PUT_PAGES };
-static const char *const msim_free_at_names[] = { "none", "get_pages", "dma_map", "put_pages" };
+enum msim_free_at {
+	FREE_AT_NONE, FREE_AT_GET_PAGES, FREE_AT_DMA_MAP, FREE_AT_PUT_PAGES, FREE_AT_ACTIVATE,
+};
+static const char *const msim_free_at_names[] = {
+	"none", "get_pages", "dma_map", "put_pages", "activate",
+};
 
 static struct workqueue_struct *msim_free_wq;
 
@@ -890,6 +911,21 @@ static int msim_snapshot_sgt(struct msim_mr *mr)
 	return 0;
 }
 
+/*
+ * The HCA's work on the mapping before it activates the notifier (mlx5:
+ * best page size, mkey, UMR), mapping_lock held: an invalidation meanwhile
+ * waits for the lock. Here a delay (activation_delay_ms) or a cudaFree
+ * (free_at=activate).
+ */
+static void msim_build_mkey(struct msim_mr *mr)
+{
+	unsigned int ms = READ_ONCE(activation_delay_ms);
+
+	msim_free_hook(mr, FREE_AT_ACTIVATE);
+	if (ms)
+		msleep(ms);
+}
+
 /* Arms the invalidation notifier; legacy: fails if one came in already. */
 static int msim_activate(struct msim_mr *mr, struct sim_reply *r)
 {
@@ -962,8 +998,10 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		ret = msim_trim(mr, r);
 	if (!ret && !mr->nocheck)
 		ret = msim_snapshot_sgt(mr);
-	if (!ret)
+	if (!ret) {
+		msim_build_mkey(mr);
 		ret = msim_activate(mr, r);
+	}
 	msim_phase(mr, PH_CORE);
 	if (ret)
 		msim_unmap_put(mr);
@@ -1146,17 +1184,50 @@ static int msim_invalidate(void *reg_handle, u64 core_context)
 
 /* ---- Direct mode: the bare provider, no client --------------------------- */
 
-/* Runs in the GPU's free callback: only marks the MR, never calls back. */
+/*
+ * Direct mode is a correct client of the driver's real rules
+ * (../shared/research/driver-locking.md): its free callback takes no lock
+ * that a thread inside a driver call may hold (so not mapping_lock, held
+ * across dma_map_pages) and waits only for readers of the table (a table
+ * check or a dma_unmap_pages, which need no API lock); after it, nothing
+ * reads or unmaps the table.
+ */
+
+/* Becomes a reader of @mr's table unless the callback came; false then. */
+static bool msim_direct_read_begin(struct msim_mr *mr)
+{
+	bool ok;
+
+	spin_lock(&mr->direct_lock);
+	ok = !mr->revoked;
+	if (ok)
+		mr->readers++;
+	spin_unlock(&mr->direct_lock);
+	return ok;
+}
+
+static void msim_direct_read_end(struct msim_mr *mr)
+{
+	spin_lock(&mr->direct_lock);
+	mr->readers--;
+	spin_unlock(&mr->direct_lock);
+	wake_up_all(&msim.direct_wait);
+}
+
+/* Runs in the GPU's free callback: marks the MR, lets readers finish. */
 static void msim_direct_free_callback(void *data)
 {
 	struct msim_mr *mr = data;
 
-	mutex_lock(&mr->mapping_lock);
-	atomic_inc(&mr->events);
-	atomic_long_inc(&msim.invalidations);
+	spin_lock(&mr->direct_lock);
+	mr->revoked = true;
 	if (mr->state == MR_MAPPED)
 		WRITE_ONCE(mr->state, MR_INVALIDATED);
-	mutex_unlock(&mr->mapping_lock);
+	spin_unlock(&mr->direct_lock);
+	atomic_inc(&mr->events);
+	atomic_long_inc(&msim.invalidations);
+	/* The driver frees the table once this returns. */
+	wait_event(msim.direct_wait, !READ_ONCE(mr->readers));
 }
 
 static struct pci_dev *msim_direct_peer(struct msim_mr *mr)
@@ -1169,10 +1240,12 @@ static void msim_direct_unpin(struct msim_mr *mr, bool mapped)
 {
 	int ret = 0;
 
-	/* Also fine after a free callback: both then return 0. */
+	/* After the free callback the driver has unmapped; a put returns 0. */
 	msim_phase(mr, PH_CORE);
-	if (mapped)
+	if (mapped && msim_direct_read_begin(mr)) {
 		ret = p2p.dma_unmap_pages(msim_direct_peer(mr), mr->pt, mr->dm);
+		msim_direct_read_end(mr);
+	}
 	msim_phase(mr, PH_DMA_UNMAP);
 	if (ret)
 		pr_err("direct MR %u: nvidia_p2p_dma_unmap_pages failed: %d\n", mr->id, ret);
@@ -1250,6 +1323,45 @@ static int msim_direct_snapshot(struct msim_mr *mr)
 	return 0;
 }
 
+/* Checks the table, unless a free callback revoked it (-EFAULT). */
+static int msim_direct_read_table(struct msim_mr *mr, u64 len, struct sim_reply *r)
+{
+	int ret;
+
+	if (!msim_direct_read_begin(mr)) {
+		sim_reply(r, "error: the GPU memory was freed meanwhile\n");
+		return -EFAULT;
+	}
+	ret = msim_direct_check_table(mr, len, r);
+	msim_direct_read_end(mr);
+	return ret;
+}
+
+/*
+ * Checks the mapping and takes its snapshot, then marks the MR mapped;
+ * -EFAULT if a free callback revoked the table (from then on the callback
+ * finds the MR mapped and invalidates it).
+ */
+static int msim_direct_read_mapping(struct msim_mr *mr, struct sim_reply *r)
+{
+	int ret;
+
+	if (!msim_direct_read_begin(mr)) {
+		sim_reply(r, "error: the GPU memory was freed meanwhile\n");
+		return -EFAULT;
+	}
+	ret = msim_direct_check_mapping(mr, r);
+	if (!ret)
+		ret = msim_direct_snapshot(mr);
+	if (!ret) {
+		spin_lock(&mr->direct_lock);
+		WRITE_ONCE(mr->state, MR_MAPPED);
+		spin_unlock(&mr->direct_lock);
+	}
+	msim_direct_read_end(mr);
+	return ret;
+}
+
 static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 {
 	u64 start = ALIGN_DOWN(mr->va, MSIM_GPU_PAGE_SIZE);
@@ -1264,7 +1376,6 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 	}
 	mr->sg_va = start;
 	mr->page_size = MSIM_GPU_PAGE_SIZE;
-	mutex_lock(&mr->mapping_lock);
 	msim_phase(mr, PH_CORE);
 	if (mr->persistent)
 		ret = p2p.get_pages_persistent(start, len, &mr->pt, 0);
@@ -1276,7 +1387,7 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
 		goto out;
 	}
-	ret = msim_direct_check_table(mr, len, r);
+	ret = msim_direct_read_table(mr, len, r);
 	if (!ret) {
 		msim_phase(mr, PH_CORE);
 		ret = p2p.dma_map_pages(msim_direct_peer(mr), mr->pt, &mr->dm);
@@ -1286,16 +1397,14 @@ static int msim_reg_direct(struct msim_mr *mr, struct sim_reply *r)
 		mapped = !ret;
 	}
 	if (!ret)
-		ret = msim_direct_check_mapping(mr, r);
-	if (!ret)
-		ret = msim_direct_snapshot(mr);
+		ret = msim_direct_read_mapping(mr, r);
+	/* A mapping made from a revoked table is the driver's; never unmapped. */
+	if (ret == -EFAULT)
+		mapped = false;
 	if (ret)
 		msim_direct_unpin(mr, mapped);
-	else
-		WRITE_ONCE(mr->state, MR_MAPPED);
 	msim_phase(mr, PH_CORE);
 out:
-	mutex_unlock(&mr->mapping_lock);
 	if (ret)
 		msim_p2p_put();
 	return ret;
@@ -1304,10 +1413,9 @@ out:
 static void msim_dereg_direct(struct msim_mr *mr)
 {
 	msim_phase_start(mr);
-	mutex_lock(&mr->mapping_lock);
+	spin_lock(&mr->direct_lock);
 	WRITE_ONCE(mr->state, MR_UNMAPPED);
-	mutex_unlock(&mr->mapping_lock);
-	/* After a free callback these wait for it to return, then return 0. */
+	spin_unlock(&mr->direct_lock);
 	msim_direct_unpin(mr, true);
 	WRITE_ONCE(mr->state, MR_RELEASED);
 	msim_p2p_put();
@@ -1338,6 +1446,7 @@ static struct msim_mr *msim_mr_new(const struct msim_reg_args *a)
 		return NULL;
 	kref_init(&mr->ref);
 	mutex_init(&mr->mapping_lock);
+	spin_lock_init(&mr->direct_lock);
 	INIT_LIST_HEAD(&mr->ticket_node);
 	mr->va = a->va;
 	mr->size = a->size;
@@ -1762,6 +1871,7 @@ static int __init msim_init(void)
 {
 	struct dentry *d;
 
+	init_waitqueue_head(&msim.direct_wait);
 	mutex_init(&msim.peer_mutex);
 	INIT_LIST_HEAD(&msim.clients);
 	spin_lock_init(&msim.lock);

@@ -8,14 +8,17 @@
  * one rule of the contract on purpose, so that the tests can check that the
  * simulators detect it.
  *
- * Locking: ctx->lock protects a context's page table, mapping and revoked
- * state. It is held across get_pages and dma_map_pages (the GPU never makes
- * those wait for a free callback) but never across put_pages or
- * dma_unmap_pages, which wait for a running free callback that itself takes
- * ctx->lock. That wait is what orders a deregistration racing a free
- * callback: the table and mapping stay set until the callback has forwarded
- * the invalidation, so put and unmap are called (and return 0) after it. The
- * free callback holds a reference on the context, since a legacy core
+ * Locking, under the driver's real rules (../shared/research/
+ * driver-locking.md): ctx->lock protects a context's page table, mapping and
+ * state, and is never held across a call into the driver. The free callback
+ * runs under the driver's API lock, so it waits for nothing that needs that
+ * lock (a map, pin or put in flight) and forwards the invalidation only for
+ * a mapped context (before that, the core's mapping_lock is held by the
+ * registration inside dma_map, and the core learns of the revocation from
+ * dma_map's failure). It does wait for an unmap of its own table in flight
+ * (dma_unmap_pages needs no API lock), since the driver frees the table when
+ * the callback returns; after that nothing reads, maps or unmaps the table.
+ * The free callback holds a reference on the context, since a legacy core
  * releases it inside the invalidation.
  */
 #define pr_fmt(fmt) "peer_test_client: " fmt
@@ -93,7 +96,8 @@ enum tc_bug {
 	TC_BUG_MAP_UNKNOWN_TABLE, TC_BUG_UNMAP_UNKNOWN_TABLE, TC_BUG_WRONG_PUT,
 	TC_BUG_PUT_WRONG_VA, TC_BUG_MAP_UNCHECKED, TC_BUG_UNMAP_WRONG_PEER,
 	TC_BUG_UNMAP_AFTER_PUT, TC_BUG_SG_FIRST_SHORT, TC_BUG_INVAL_BAD_HANDLE,
-	TC_BUG_INVAL_NC, TC_BUG_UNREGISTER_TWICE,
+	TC_BUG_INVAL_NC, TC_BUG_UNREGISTER_TWICE, TC_BUG_UNMAP_AFTER_REVOKE,
+	TC_BUG_CALLBACK_WAITS_MAP,
 };
 
 static const char *const tc_bug_names[] = {
@@ -104,7 +108,8 @@ static const char *const tc_bug_names[] = {
 	"map_unknown_table", "unmap_unknown_table", "wrong_put",
 	"put_wrong_va", "map_unchecked", "unmap_wrong_peer",
 	"unmap_after_put", "sg_first_short", "inval_bad_handle",
-	"inval_nc", "unregister_twice",
+	"inval_nc", "unregister_twice", "unmap_after_revoke",
+	"callback_waits_map",
 };
 
 static int bug = TC_BUG_NONE;
@@ -143,8 +148,14 @@ struct tc_ctx {
 	struct pci_dev *peer;
 	struct sg_table *sgt;		/* the core's table, filled by dma_map */
 	bool revoked;			/* the free callback ran */
+	bool mapped;			/* dma_map succeeded, no dma_unmap yet */
+	bool unmapping;			/* a dma_unmap_pages is in flight */
+	bool map_in_flight;		/* a dma_map_pages is (callback_waits_map) */
 	struct task_struct *cb_task;	/* while our free callback runs */
 };
+
+/* A context's unmap (or, for callback_waits_map, map) ended. */
+static DECLARE_WAIT_QUEUE_HEAD(tc_unmap_wait);
 
 /* inval_after_release: the core context to invalidate at the next acquire. */
 static struct {
@@ -241,27 +252,41 @@ static void tc_free_callback(void *data)
 	struct tc_ctx *ctx = data;
 	struct tc_client *client = ctx->client;
 
+	bool forward;
+
 	__module_get(THIS_MODULE);
 	kref_get(&ctx->ref);	/* a legacy core releases ctx in the invalidation */
 	mutex_lock(&ctx->lock);
 	ctx->revoked = true;
 	ctx->cb_task = current;
 	ctx->stale_pt = ctx->pt;
+	forward = ctx->mapped;
 	mutex_unlock(&ctx->lock);
 
 	if (tc_has_bug(TC_BUG_PUT_IN_CALLBACK))
 		nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt);
-	if (tc_has_bug(TC_BUG_UNMAP_IN_CALLBACK) && ctx->dm)
+	/* Allowed: it needs only the table's own lock. */
+	if (tc_has_bug(TC_BUG_UNMAP_IN_CALLBACK) && ctx->dm && forward) {
 		nvidia_p2p_dma_unmap_pages(ctx->peer, ctx->pt, ctx->dm);
+		ctx->dm = NULL;
+	}
 	if (READ_ONCE(callback_delay_ms))
 		msleep(READ_ONCE(callback_delay_ms));
-	client->invalidate(client->handle, ctx->core_context);
+	if (forward)
+		client->invalidate(client->handle, ctx->core_context);
 
+	/* A map in flight waits for the API lock this callback runs under. */
+	if (tc_has_bug(TC_BUG_CALLBACK_WAITS_MAP))
+		wait_event(tc_unmap_wait, !READ_ONCE(ctx->map_in_flight));
 	/* The GPU frees the table and mappings once this returns. */
+	wait_event(tc_unmap_wait, !READ_ONCE(ctx->unmapping));
 	mutex_lock(&ctx->lock);
 	ctx->cb_task = NULL;
-	ctx->pt = NULL;
-	ctx->dm = NULL;
+	/* unmap_after_revoke keeps them: dereg then unmaps a freed mapping. */
+	if (!tc_has_bug(TC_BUG_UNMAP_AFTER_REVOKE)) {
+		ctx->pt = NULL;
+		ctx->dm = NULL;
+	}
 	mutex_unlock(&ctx->lock);
 	kref_put(&ctx->ref, tc_ctx_free);
 	module_put(THIS_MODULE);
@@ -282,15 +307,21 @@ static int tc_get_pages(unsigned long addr, size_t size, int write, int force,
 			struct sg_table *sg_head, void *client_context, u64 core_context)
 {
 	struct tc_ctx *ctx = client_context;
+	struct nvidia_p2p_page_table *pt;
 	int ret;
 
 	mutex_lock(&ctx->lock);
 	ctx->core_context = core_context;
+	mutex_unlock(&ctx->lock);
 	if (ctx->client->persistent)
-		ret = nvidia_p2p_get_pages_persistent(ctx->va, ctx->len, &ctx->pt, 0);
+		ret = nvidia_p2p_get_pages_persistent(ctx->va, ctx->len, &pt, 0);
 	else
-		ret = nvidia_p2p_get_pages(0, 0, ctx->va, ctx->len, &ctx->pt,
+		ret = nvidia_p2p_get_pages(0, 0, ctx->va, ctx->len, &pt,
 					   tc_free_callback, ctx);
+	/* A callback that came already leaves nothing to keep: dma_map fails. */
+	mutex_lock(&ctx->lock);
+	if (!ret && !ctx->revoked)
+		ctx->pt = pt;
 	mutex_unlock(&ctx->lock);
 	if (!ret)
 		tc_bad_invalidation(ctx->client, core_context);
@@ -367,10 +398,20 @@ static void tc_break_sges(struct sg_table *sgt, int *nmap)
 	}
 }
 
+/* Unmaps @dm (ctx->unmapping set by the caller), then lets a callback return. */
+static void tc_unmap_end(struct tc_ctx *ctx, struct pci_dev *peer,
+			 struct nvidia_p2p_page_table *pt, struct nvidia_p2p_dma_mapping *dm)
+{
+	nvidia_p2p_dma_unmap_pages(peer, pt, dm);
+	WRITE_ONCE(ctx->unmapping, false);
+	wake_up_all(&tc_unmap_wait);
+}
+
 static int tc_dma_map(struct sg_table *sg_head, void *client_context,
 		      struct device *dma_device, int dmasync, int *nmap)
 {
 	struct tc_ctx *ctx = client_context;
+	struct nvidia_p2p_page_table *pt;
 	struct nvidia_p2p_dma_mapping *dm;
 	struct pci_dev *peer;
 	int ret;
@@ -383,15 +424,28 @@ static int tc_dma_map(struct sg_table *sg_head, void *client_context,
 	peer = to_pci_dev(dma_device);
 	mutex_lock(&ctx->lock);
 	/* map_unchecked trusts the table (bad_data=page_size: bad_page_size). */
-	if (ctx->revoked || (!tc_has_bug(TC_BUG_MAP_UNCHECKED) && !tc_table_ok(ctx))) {
-		ret = -EINVAL;
+	if (ctx->revoked || !ctx->pt ||
+	    (!tc_has_bug(TC_BUG_MAP_UNCHECKED) && !tc_table_ok(ctx))) {
+		ret = ctx->revoked ? -EFAULT : -EINVAL;
 		goto out;
 	}
+	pt = ctx->pt;
+	ctx->map_in_flight = true;
+	mutex_unlock(&ctx->lock);
 	if (tc_has_bug(TC_BUG_MAP_UNKNOWN_TABLE))
 		nvidia_p2p_dma_map_pages(peer, &tc_unknown_pt, &dm);
-	ret = nvidia_p2p_dma_map_pages(peer, ctx->pt, &ctx->dm);
+	ret = nvidia_p2p_dma_map_pages(peer, pt, &dm);
+	mutex_lock(&ctx->lock);
+	ctx->map_in_flight = false;
+	wake_up_all(&tc_unmap_wait);
 	if (ret)
 		goto out;
+	/* Revoked meanwhile: the mapping is the driver's, never unmapped. */
+	if (ctx->revoked) {
+		ret = -EFAULT;
+		goto out;
+	}
+	ctx->dm = dm;
 	ctx->peer = peer;
 	if (!NVIDIA_P2P_VERSION_COMPATIBLE(ctx->dm, NVIDIA_P2P_DMA_MAPPING_VERSION) ||
 	    ctx->dm->entries != ctx->pt->entries) {
@@ -410,10 +464,15 @@ static int tc_dma_map(struct sg_table *sg_head, void *client_context,
 		ret = -ENOMEM;
 		goto unmap;
 	}
+	ctx->mapped = true;
 	goto out;
 unmap:
-	nvidia_p2p_dma_unmap_pages(peer, ctx->pt, ctx->dm);
+	dm = ctx->dm;
 	ctx->dm = NULL;
+	ctx->unmapping = true;
+	mutex_unlock(&ctx->lock);
+	tc_unmap_end(ctx, peer, pt, dm);
+	return ret;
 out:
 	mutex_unlock(&ctx->lock);
 	return ret;
@@ -463,6 +522,9 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	dm = ctx->dm;
 	pt = ctx->pt;
 	ctx->dm = NULL;
+	ctx->mapped = false;
+	/* Until it ends, a free callback waits: the driver frees pt after it. */
+	ctx->unmapping = dm;
 	if (put_first && dm)
 		ctx->pt = NULL;		/* put below, not in put_pages */
 	mutex_unlock(&ctx->lock);
@@ -476,7 +538,7 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	if (put_first && dm)
 		tc_put(ctx->client, ctx->va, pt, false);
 	if (dm)
-		nvidia_p2p_dma_unmap_pages(ctx->peer, pt, dm);
+		tc_unmap_end(ctx, ctx->peer, pt, dm);
 	return tc_has_bug(TC_BUG_UNMAP_ERROR) ? -EIO : 0;
 }
 
@@ -519,6 +581,8 @@ static void tc_release(void *client_context)
 		sg_free_table(ctx->sgt);
 	if (tc_has_bug(TC_BUG_MAP_AFTER_REVOKE) && ctx->stale_pt)
 		nvidia_p2p_dma_map_pages(ctx->peer, ctx->stale_pt, &dm);
+	if (tc_has_bug(TC_BUG_UNMAP_AFTER_REVOKE) && ctx->revoked && ctx->dm)
+		nvidia_p2p_dma_unmap_pages(ctx->peer, ctx->pt, ctx->dm);
 	if (tc_has_bug(TC_BUG_INVAL_AFTER_RELEASE) && ctx->client->invalidate) {
 		spin_lock(&tc_stale_lock);
 		tc_stale.client = ctx->client;

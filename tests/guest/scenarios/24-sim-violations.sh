@@ -71,8 +71,23 @@ hex() { printf '0x%x' "$1"; }
 # GPU side: the nvidia_p2p_* contract.
 provoke put_in_callback gpu in_callback \
 	"nvidia_p2p_put_pages called from inside a free callback" reg_free_dereg
-provoke unmap_in_callback gpu in_callback \
-	"nvidia_p2p_dma_unmap_pages called from inside a free callback" reg_free_dereg
+# dma_unmap_pages needs only the table's own lock: allowed in the callback.
+with_bug unmap_in_callback reg_free_dereg
+expect_counter unmap_in_callback/allowed gpu violations 0
+expect_counter unmap_in_callback/unmapped gpu mappings.live 0
+# A callback that waits for a map in flight, which waits for the API lock
+# the callback runs under: caught within deadlock_ms, the map fails.
+reg_free_during_map() {
+	nvpm-tool gpu set free_during_map 1
+	nvpm-tool gpu set deadlock_ms 1000
+	fva=$(nvpm-tool gpu alloc 1M)
+	reg_fails "$fva" 1M
+	nvpm-tool gpu set free_during_map 0
+	nvpm-tool gpu set deadlock_ms 5000
+}
+provoke callback_waits_map gpu deadlock \
+	"deadlock: nvidia_p2p_dma_map_pages waited 1000 ms for the driver's API lock while the free callback of page table #[0-9]+ did not return" \
+	reg_free_during_map
 provoke double_put gpu double_put "nvidia_p2p_put_pages of page table #[0-9]+, already put" reg_dereg
 # A table the GPU never handed out, in each call that takes one.
 provoke put_unknown_table gpu unknown_table "nvidia_p2p_put_pages of an unknown page table" reg_dereg
@@ -80,10 +95,19 @@ provoke map_unknown_table gpu unknown_table "nvidia_p2p_dma_map_pages of an unkn
 provoke unmap_unknown_table gpu unknown_table \
 	"nvidia_p2p_dma_unmap_pages of an unknown page table" reg_dereg
 provoke unmap_unknown gpu unknown_mapping "nvidia_p2p_dma_unmap_pages of a mapping unknown" reg_dereg
+# A map of a table revoked race_window_ms ago or more (here: at once) is the
+# client's; sooner it is the driver's own race (51-stress-race-map).
+reg_free_dereg_late() {
+	nvpm-tool gpu set race_window_ms 0
+	reg_free_dereg
+	nvpm-tool gpu set race_window_ms 2000
+}
 provoke map_after_revoke gpu use_after_free \
-	"nvidia_p2p_dma_map_pages of page table #[0-9]+ after its free callback" reg_free_dereg
+	"nvidia_p2p_dma_map_pages of page table #[0-9]+ after its free callback" reg_free_dereg_late
 provoke unmap_after_put gpu use_after_free \
 	"nvidia_p2p_dma_unmap_pages of page table #[0-9]+ after its put" reg_dereg
+provoke unmap_after_revoke gpu use_after_free \
+	"nvidia_p2p_dma_unmap_pages of page table #[0-9]+ after its free callback returned" reg_free_dereg
 # The persistent put of a revocable table (the reverse is below), another VA.
 provoke wrong_put gpu wrong_put \
 	"nvidia_p2p_put_pages_persistent of non-persistent page table #[0-9]+ \(va $va\) with va $va" reg_dereg
