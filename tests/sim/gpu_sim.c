@@ -233,6 +233,8 @@ static struct {
 	u64 cb_pin_id;			/* the table whose callback that is */
 	unsigned long cb_since;		/* jiffies when it was called */
 	wait_queue_head_t api_wait;	/* the API lock was released */
+	atomic_t api_waiters;		/* callers waiting for it */
+	bool freeing;			/* the free path holds it */
 	struct lockdep_map api_dep_map;
 
 	struct mutex lock;		/* all of the state below but counters */
@@ -253,6 +255,8 @@ static struct {
 	unsigned int live_buffers, live_pins, live_persistent, live_mappings;
 	atomic_long_t calls[FN_COUNT];
 	atomic_long_t raced_maps;	/* dma_map_pages that outlived a free of its table */
+	atomic_long_t api_waits;	/* calls that waited for the API lock held by a free */
+	atomic_long_t unmaps_in_callback;	/* unmaps while the table's callback ran */
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
 	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
@@ -691,9 +695,20 @@ static int gsim_api_lock(enum gsim_fn fn)
 {
 	unsigned long since = jiffies;
 
-	while (!wait_event_timeout(gsim.api_wait, gsim_api_trylock(), HZ / 10))
-		if (fn != FN_FREE && gsim_api_stuck(fn, since))
+	if (gsim_api_trylock())
+		goto locked;
+	if (fn != FN_FREE && READ_ONCE(gsim.freeing))
+		atomic_long_inc(&gsim.api_waits);
+	atomic_inc(&gsim.api_waiters);
+	wake_up_all(&gsim.cb_wait);	/* a free path holding for a waiter */
+	while (!wait_event_timeout(gsim.api_wait, gsim_api_trylock(), HZ / 10)) {
+		if (fn != FN_FREE && gsim_api_stuck(fn, since)) {
+			atomic_dec(&gsim.api_waiters);
 			return -EDEADLK;
+		}
+	}
+	atomic_dec(&gsim.api_waiters);
+locked:
 	if (fn == FN_FREE)
 		lock_map_acquire(&gsim.api_dep_map);
 	else
@@ -776,20 +791,21 @@ MODULE_PARM_DESC(free_during_put, "Test hook: put_pages first frees the buffer b
 module_param(free_during_unmap, bool, 0644);
 MODULE_PARM_DESC(free_during_unmap, "Test hook: dma_unmap_pages first frees the buffer from another thread and unmaps while its free callback runs");
 
-static int gsim_free(u64 va);
+static int gsim_free(u64 va, bool hold);
 
 static atomic_t gsim_free_works = ATOMIC_INIT(0);
 
 struct gsim_free_work {
 	struct work_struct work;
 	u64 va;
+	bool hold;	/* keep the API lock after the callback until a call waits */
 };
 
 static void gsim_free_work_fn(struct work_struct *work)
 {
 	struct gsim_free_work *w = container_of(work, struct gsim_free_work, work);
 
-	gsim_free(w->va);
+	gsim_free(w->va, w->hold);
 	kfree(w);
 	if (atomic_dec_and_test(&gsim_free_works))
 		wake_up_var(&gsim_free_works);
@@ -798,9 +814,11 @@ static void gsim_free_work_fn(struct work_struct *work)
 /*
  * If @hook is set, frees @pin's buffer from another thread and returns once
  * its free callback has been called (or the pin left PIN_ACTIVE otherwise).
- * The caller holds a reference on @pin and no lock.
+ * With @hold, that free keeps the API lock after the callback until a call
+ * waits for it (or 5 s passed): the caller's call then surely waits. The
+ * caller holds a reference on @pin and no lock.
  */
-static void gsim_free_meanwhile(bool hook, struct gsim_pin *pin)
+static void gsim_free_meanwhile(bool hook, struct gsim_pin *pin, bool hold)
 {
 	struct gsim_free_work *w;
 
@@ -816,6 +834,7 @@ static void gsim_free_meanwhile(bool hook, struct gsim_pin *pin)
 		return;
 	}
 	w->va = pin->buf->va;
+	w->hold = hold;
 	mutex_unlock(&gsim.lock);
 	INIT_WORK(&w->work, gsim_free_work_fn);
 	atomic_inc(&gsim_free_works);
@@ -965,7 +984,7 @@ int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 	if (READ_ONCE(free_during_put)) {
 		pin = gsim_get_pin(page_table);
 		if (pin) {
-			gsim_free_meanwhile(true, pin);
+			gsim_free_meanwhile(true, pin, true);
 			gsim_put_pin(pin);
 		}
 	}
@@ -1203,7 +1222,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 		mutex_unlock(&gsim.lock);
 	}
 	if (!ret) {
-		gsim_free_meanwhile(READ_ONCE(free_during_map), pin);
+		gsim_free_meanwhile(READ_ONCE(free_during_map), pin, true);
 		/* rm_p2p_dma_map_pages: under the API lock. */
 		ret = gsim_api_lock(FN_DMA_MAP_PAGES);
 	}
@@ -1236,6 +1255,8 @@ static int gsim_dma_unmap(struct gsim_pin *pin, struct pci_dev *peer,
 	list_for_each_entry(m, &pin->mappings, node) {
 		if (&m->dm != dm)
 			continue;
+		if (pin->state == PIN_IN_CALLBACK)
+			atomic_long_inc(&gsim.unmaps_in_callback);
 		if (m->dm.pci_dev != peer) {
 			gsim_violation(V_BAD_PEER,
 				       "nvidia_p2p_dma_unmap_pages with another peer than the mapping's (the real driver WARNs)");
@@ -1271,7 +1292,7 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 		return gsim_result(FN_DMA_UNMAP_PAGES, -EINVAL);
 	}
 	if (READ_ONCE(free_during_unmap) && !gsim_in_callback()) {
-		gsim_free_meanwhile(true, pin);
+		gsim_free_meanwhile(true, pin, false);
 		/* A callback that does not wait for this unmap returns meanwhile. */
 		wait_event_timeout(gsim.cb_wait, READ_ONCE(pin->state) != PIN_IN_CALLBACK,
 				   HZ / 5);
@@ -1318,7 +1339,7 @@ static void gsim_call_back(struct gsim_pin *pin)
  * API lock throughout, as RM's free of video memory does: every callback
  * runs under it, and each table is freed as soon as its callback returns.
  */
-static int gsim_free(u64 va)
+static int gsim_free(u64 va, bool hold)
 {
 	struct gsim_buffer *buf;
 	struct gsim_pin *pin;
@@ -1336,6 +1357,7 @@ static int gsim_free(u64 va)
 	return -EINVAL;
 
 found:
+	WRITE_ONCE(gsim.freeing, true);
 	/* From here on, the range is no longer GPU memory for new pins. */
 	list_move_tail(&buf->node, &gsim.zombies);
 	buf->freed = true;
@@ -1345,6 +1367,8 @@ found:
 		WRITE_ONCE(pin->state, PIN_IN_CALLBACK);
 		mutex_unlock(&gsim.lock);
 		gsim_call_back(pin);
+		if (hold)
+			wait_event_timeout(gsim.cb_wait, atomic_read(&gsim.api_waiters), 5 * HZ);
 		/* nv_p2p_free_platform_data: the table and its mappings go now. */
 		gsim_retire(pin, PIN_REVOKED);
 		atomic_long_inc(&gsim.callbacks);
@@ -1354,6 +1378,7 @@ found:
 	if (!--buf->pins)
 		gsim_buffer_free(buf);
 	mutex_unlock(&gsim.lock);
+	WRITE_ONCE(gsim.freeing, false);
 	gsim_api_unlock();
 	return fired;
 }
@@ -1364,7 +1389,7 @@ found:
  */
 int nvidia_sim_free(u64 va)
 {
-	return gsim_free(va);
+	return gsim_free(va, false);
 }
 EXPORT_SYMBOL_GPL(nvidia_sim_free);
 
@@ -1411,7 +1436,7 @@ static int gsim_cmd_free(int argc, char **argv, struct sim_reply *r)
 		sim_reply(r, "error: bad address '%s'\n", argv[1]);
 		return -EINVAL;
 	}
-	fired = gsim_free(va);
+	fired = gsim_free(va, false);
 	if (fired < 0) {
 		sim_reply(r, "error: no buffer allocated at %#llx\n", va);
 		return fired;
@@ -1469,6 +1494,8 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 		atomic_long_set(&gsim.violations[i], 0);
 	atomic_long_set(&gsim.callbacks, 0);
 	atomic_long_set(&gsim.raced_maps, 0);
+	atomic_long_set(&gsim.api_waits, 0);
+	atomic_long_set(&gsim.unmaps_in_callback, 0);
 	return 0;
 }
 
@@ -1500,6 +1527,8 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
 	seq_printf(s, "maps.raced %ld\n", atomic_long_read(&gsim.raced_maps));
+	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
+	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
 	for (i = 0; i < V_COUNT; i++) {
 		total += atomic_long_read(&gsim.violations[i]);

@@ -96,7 +96,7 @@ provoke unmap_unknown_table gpu unknown_table \
 	"nvidia_p2p_dma_unmap_pages of an unknown page table" reg_dereg
 provoke unmap_unknown gpu unknown_mapping "nvidia_p2p_dma_unmap_pages of a mapping unknown" reg_dereg
 # A map of a table revoked race_window_ms ago or more (here: at once) is the
-# client's; sooner it is the driver's own race (51-stress-race-map).
+# client's; sooner it is the driver's own race (51-stress-windows, map-waits-lock).
 reg_free_dereg_late() {
 	nvpm-tool gpu set race_window_ms 0
 	reg_free_dereg
