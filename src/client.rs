@@ -20,6 +20,7 @@ use crate::nvidia_p2p::{GpuPin, P2pError, PinGuard, PinKind, PinOwner};
 use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut,
 };
+use crate::peermem_core::protocol::{Forwarding, Threads};
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
 use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
@@ -116,7 +117,7 @@ impl PinOwner for RegState {
         }
     }
 
-    fn revoked(_pin: ArcBorrow<'_, Context>, followup: Self::Followup) {
+    fn revoked(followup: Self::Followup) {
         if let Some((core_context, slot)) = followup {
             if slot.invalidate(core_context) {
                 STATS.add(Counter::InvalidationsForwarded, 1);
@@ -264,7 +265,7 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
             let _ = pin.owner().apply(Event::MapEnd { ok: false });
             drop(pin);
             if let Some(undo) = undo {
-                undo.run(&ctx);
+                undo.run(&*ctx);
             }
             STATS.add(Counter::ErrorsDmaMap, 1);
             Err(e)
@@ -287,13 +288,13 @@ fn put_pages(ctx: ArcBorrow<'_, Context>) {
 }
 
 fn release(ctx: Arc<Context>) {
-    let mut pin = lock_after_forward(&ctx);
+    let mut pin = ctx.lock_after_forward::<KernelThreads>();
     // Freed here, not in put_pages: a core may skip put_pages after an
     // invalidation, never release.
     let sg = pin.owner().sg.take();
     // A revocable pin's unpin, parked by put_pages (then Release is no
     // teardown of its own).
-    let parked = pin.take_parked_teardown(ctx.kind());
+    let parked = pin.take_parked_teardown();
     end_of_use(ctx.as_arc_borrow(), pin, Event::Release);
     if let Some(teardown) = parked {
         ctx.run_teardown(teardown);
@@ -302,23 +303,25 @@ fn release(ctx: Arc<Context>) {
     STATS.add(Counter::Deregistrations, 1);
 }
 
-/// Locks `ctx` once no other thread is forwarding an invalidation for it:
-/// once released, the core may give the core context to a new registration,
-/// which the late invalidation would then hit. The caller keeps the lock
-/// until the registration has left the phases a callback forwards from. A
-/// core that releases from inside the invalidation (MOFED 5.0 and earlier)
-/// does so on the forwarding thread, which does not wait for itself.
-fn lock_after_forward(ctx: &Context) -> PinGuard<'_, RegState> {
-    let me = crate::shim::current_pid();
-    loop {
-        let mut pin = ctx.lock();
-        match pin.owner().forwarder {
-            Some(pid) if pid != me => {
-                drop(pin);
-                crate::shim::sleep_briefly();
-            }
-            _ => return pin,
-        }
+/// The kernel's threads, for `protocol::lock_after_forward`: release waits
+/// there until no other thread forwards an invalidation for its registration.
+struct KernelThreads;
+
+impl Threads for KernelThreads {
+    type Id = kernel::task::Pid;
+
+    fn current() -> Self::Id {
+        crate::shim::current_pid()
+    }
+
+    fn pause() {
+        crate::shim::sleep_briefly();
+    }
+}
+
+impl Forwarding<KernelThreads> for RegState {
+    fn forwarder(&self) -> Option<kernel::task::Pid> {
+        self.forwarder
     }
 }
 
@@ -345,7 +348,7 @@ fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, even
         pin.park_teardown();
         return;
     }
-    let teardown = pin.take_teardown(kind);
+    let teardown = pin.take_teardown();
     drop(pin);
     let ctx: Arc<Context> = ctx.into();
     ctx.run_teardown(teardown);
