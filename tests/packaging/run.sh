@@ -83,7 +83,7 @@ mount -t tmpfs tmpfs "$ROOT/run"
 mkdir -p "$ROOT/build/src" "$ROOT/build/out"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
 # doctor-json.py FILE RC [PATH=VALUE...]: nvidia-peermem-doctor's --json in
-# FILE, run with exit status RC, is the report of this version: 16 checks,
+# FILE, run with exit status RC, is the report of this version: 21 checks,
 # exit_status = RC; PATH is a dotted path (facts.module.loaded) or
 # check:ID for a check's status; VALUE is JSON (strings bare).
 cat >"$ROOT/build/doctor-json.py" <<'EOF'
@@ -97,7 +97,7 @@ assert doc["version"] == version, "version %r, VERSION %r" % (doc["version"], ve
 assert doc["exit_status"] == rc, "exit_status %r, exit status %r" % (doc["exit_status"], rc)
 assert doc["verdict"] == "blocked" if rc else doc["verdict"] in ("ok", "degraded"), doc["verdict"]
 checks = {c["id"]: c for c in doc["checks"]}
-assert len(doc["checks"]) == 16 and doc["checks"][0]["id"] == "module.loaded", list(checks)
+assert len(doc["checks"]) == 21 and doc["checks"][0]["id"] == "kernel.modules", list(checks)
 for want in sys.argv[4:]:
     key, value = want.split("=", 1)
     if key.startswith("check:"):
@@ -158,6 +158,11 @@ check dkms.conf-fields inr bash -ec 'cd /build/src; . ./dkms.conf
 	test "${BUILT_MODULE_NAME[0]}" = nvidia_peermem && test "$AUTOINSTALL" = yes
 	grep -q "^MAKE\[0\]=\"make KDIR=\${kernel_source_dir} module\"" dkms.conf
 	grep -q "^PRE_BUILD=\"scripts/rust-headers.sh " dkms.conf'
+# Signing is DKMS's own (framework.conf: mok_signing_key, mok_certificate):
+# nothing here signs or points DKMS at another key, so the MOK that README
+# and the doctor's kernel.signing tell to enroll is the one that signs.
+check signing-left-to-dkms inr sh -ec 'cd /build/src; ! grep -Eq "^(SIGN_TOOL|POST_BUILD|POST_INSTALL)=" dkms.conf
+	! grep -rqsE "sign-file|sign_file|mok_signing_key|mok_certificate|framework\.conf" dkms.conf debian rpm packaging build_module.sh'
 
 # --- build_module.sh ----------------------------------------------------------------
 step "build_module.sh: deb and rpm flavours, twice each"
@@ -306,6 +311,12 @@ insh module-installed "ls $KO* && modinfo -F vermagic $KO* | grep -q '^$KREL ' &
 insh module-depmod "modinfo -k $KREL -F filename nvidia_peermem | grep -q updates/dkms/nvidia_peermem.ko"
 insh module-undefined-symbols "modinfo -F depends $KO*; test -n \"\$(modinfo -F name $KO*)\""
 insh headers-rust-capable "/usr/lib/nvidia-peer-memory/rust-headers --check $KREL && test -f /usr/src/linux-headers-$KREL/rust/libkernel.rmeta"
+# DKMS's MOK is at the paths README gives for `mokutil --import` (its
+# framework.conf's defaults); with openssl in the root, dkms made it at its
+# first build and signed the module with it.
+insh dkms-signing-mok "grep -Eq '^#? *mok_signing_key=\"?/var/lib/dkms/mok.key' /etc/dkms/framework.conf
+	grep -Eq '^#? *mok_certificate=\"?/var/lib/dkms/mok.pub' /etc/dkms/framework.conf
+	if command -v openssl >/dev/null; then test -s /var/lib/dkms/mok.pub && modinfo -F signer $KO* | grep -q .; fi"
 insh postinst-did-not-fail "dpkg -s nvidia-peer-memory | grep -q 'Status: install ok installed' && dpkg -s nvidia-peer-memory-dkms | grep -q 'Status: install ok installed'"
 # The doctor as installed. This root's /sys is an empty tmpfs (nothing loaded)
 # and /proc the host's; the kernel release is the host's.

@@ -3,24 +3,30 @@
 //! `nvidia-peermem-doctor`: checks a host for GPUDirect RDMA with
 //! `nvidia_peermem` the way the troubleshooting guides do by hand.
 //!
-//! It only reads files (sysfs, procfs, `/lib/modules`, `/etc`), all below a
-//! root directory, so it runs on a busybox-only system and against fixture
-//! trees in tests. Layers, from the bottom: [`root`] (file access),
-//! [`pci`] and [`bars`], [`kmod`] and [`topology`] (facts), [`checks`] (verdicts),
-//! [`report`], [`output`] and [`json`] (rendering).
+//! It reads files (sysfs, procfs, `/boot`, `/lib/modules`, `/etc`), all
+//! below a root directory, and runs only `rustc --version` and
+//! `bindgen --version`, so it runs on a busybox-only system and against
+//! fixture trees in tests. Layers, from the bottom: [`root`] (file access)
+//! and [`inflate`] (gzip), [`pci`] and [`bars`], [`kmod`], [`kconfig`],
+//! [`signing`], [`toolchain`] and [`topology`] (facts), [`checks`]
+//! (verdicts), [`report`], [`output`] and [`json`] (rendering).
 
 #![forbid(unsafe_code)]
 
 pub mod bars;
 pub mod checks;
+pub mod inflate;
 pub mod json;
+pub mod kconfig;
 pub mod kmod;
 pub mod output;
 pub mod pci;
 pub mod report;
 pub mod root;
+pub mod signing;
+pub mod toolchain;
 pub mod topology;
 
 pub use checks::run;
-pub use report::{Check, Facts, ModuleFacts, Report, Status};
+pub use report::{Check, Facts, KernelFacts, ModuleFacts, Report, Status};
 pub use root::Root;

@@ -16,11 +16,12 @@ use peermem_doctor::{output, run, Root};
 const USAGE: &str = "\
 usage: nvidia-peermem-doctor [--root DIR] [--json] [--verbose]
 
-Checks this host for GPUDirect RDMA with nvidia_peermem: the module, conflicting
+Checks this host for GPUDirect RDMA with nvidia_peermem: whether the kernel can
+host it (modules, Rust, toolchain, headers, signing), the module, conflicting
 modules, the NVIDIA driver, the RDMA core's peer-memory API, RDMA devices, the
 PCIe path between GPUs and NICs, ACS, the IOMMU, BAR1 and what NCCL/UCX detect.
 
-  --root DIR    read /sys, /proc, /lib/modules, /etc... below DIR (default /)
+  --root DIR    read /sys, /proc, /boot, /lib/modules, /etc... below DIR (default /)
   --json        print the report as JSON
   -v, --verbose print the facts behind each line
   -h, --help    print this help

@@ -134,8 +134,20 @@ pub fn facts(f: &Facts) -> Value {
             .map(|(name, value)| (name.clone(), number_or_string(value)))
             .collect(),
     );
+    let k = &f.kernel;
     obj([
         ("kernel_release", f.kernel_release.clone().into()),
+        (
+            "kernel",
+            obj([
+                ("config", k.config.clone().into()),
+                ("rust", k.rust.into()),
+                ("modversions", k.modversions.into()),
+                ("modules_disabled", k.modules_disabled.into()),
+                ("signatures_enforced", k.signatures_enforced.into()),
+                ("lockdown", k.lockdown.clone().into()),
+            ]),
+        ),
         (
             "module",
             obj([

@@ -107,6 +107,8 @@ pub struct Stat {
 pub struct Facts {
     /// `uname -r`, if known.
     pub kernel_release: Option<String>,
+    /// What the kernel can host.
+    pub kernel: KernelFacts,
     /// `nvidia_peermem`, loaded or not.
     pub module: ModuleFacts,
     /// `nvidia.ko`: `None` when not loaded, else its version (if it has one).
@@ -122,6 +124,23 @@ pub struct Facts {
     pub conflicts_loaded: Vec<String>,
     /// Installed module files (below `/lib/modules/<release>/`) of other peer-memory modules.
     pub conflicts_installed: Vec<String>,
+}
+
+/// The running kernel as the `kernel.*` checks read it; `None` where it cannot be told.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelFacts {
+    /// The configuration file read.
+    pub config: Option<String>,
+    /// `CONFIG_RUST`.
+    pub rust: Option<bool>,
+    /// `CONFIG_MODVERSIONS`.
+    pub modversions: Option<bool>,
+    /// `/proc/sys/kernel/modules_disabled`.
+    pub modules_disabled: Option<bool>,
+    /// Whether unsigned modules are refused.
+    pub signatures_enforced: Option<bool>,
+    /// The lockdown level (`none`, `integrity`, `confidentiality`).
+    pub lockdown: Option<String>,
 }
 
 /// `nvidia_peermem` as `/sys/module` and `/lib/modules` show it.

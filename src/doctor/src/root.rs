@@ -88,6 +88,11 @@ impl Root {
         Some(join(&done))
     }
 
+    /// Where `path` is on this machine (links followed inside the root), if it exists.
+    pub fn host_path(&self, path: &str) -> Option<PathBuf> {
+        self.resolve(path).map(|abs| self.host(&abs))
+    }
+
     /// Whether `path` exists (after following links).
     pub fn exists(&self, path: &str) -> bool {
         self.resolve(path).is_some()
@@ -196,6 +201,20 @@ fn join(comps: &[String]) -> String {
 /// The last component of a path.
 pub fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A scratch directory holding `files` (path below it, content), for unit tests.
+#[cfg(test)]
+pub(crate) fn scratch_tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("peermem-doctor-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    for (path, text) in files {
+        let p = dir.join(path);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(p, text).expect("write");
+    }
+    fs::create_dir_all(&dir).expect("mkdir");
+    dir
 }
 
 #[cfg(test)]

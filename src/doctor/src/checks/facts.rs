@@ -4,9 +4,10 @@
 //! object: scripts and tests read these fields instead of parsing the
 //! checks' sentences.
 
+use super::kernel::MODULES_DISABLED;
 use super::{Ctx, MODULE};
 use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
-use crate::report::{Facts, ModuleFacts};
+use crate::report::{Facts, KernelFacts, ModuleFacts};
 
 /// Where the kernel lists a module's parameters.
 fn params_dir() -> String {
@@ -59,6 +60,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
     }
     Facts {
         kernel_release: ctx.release.clone(),
+        kernel: kernel(ctx),
         module,
         nvidia_driver: ctx.nvidia.as_ref().map(|n| n.version.clone()),
         kallsyms_readable: ctx.kallsyms.readable,
@@ -77,6 +79,27 @@ pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
     }
 }
 
+/// The kernel's facts.
+fn kernel(ctx: &Ctx<'_>) -> KernelFacts {
+    let config = ctx.config();
+    KernelFacts {
+        config: config.map(|c| c.source.clone()),
+        rust: config.map(|c| c.enabled("CONFIG_RUST")),
+        modversions: config.map(|c| c.enabled("CONFIG_MODVERSIONS")),
+        modules_disabled: match ctx.root.read_attr(MODULES_DISABLED).as_deref() {
+            Some("0") => Some(false),
+            Some("1") => Some(true),
+            _ => None,
+        },
+        signatures_enforced: ctx.enforcement.enforced,
+        lockdown: ctx
+            .enforcement
+            .lockdown
+            .as_ref()
+            .map(|l| l.mode.as_str().to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -87,18 +110,7 @@ mod tests {
 
     /// A scratch root with `files` (path, content).
     fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "peermem-doctor-facts-{}-{name}",
-            std::process::id()
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        for (path, text) in files {
-            let p = dir.join(path);
-            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-            fs::write(p, text).expect("write");
-        }
-        fs::create_dir_all(&dir).expect("mkdir");
-        dir
+        crate::root::scratch_tree(&format!("facts-{name}"), files)
     }
 
     fn facts(dir: &Path) -> Facts {

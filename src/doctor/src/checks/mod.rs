@@ -5,6 +5,11 @@
 //!
 //! | id                    | looks at                                             |
 //! |-----------------------|------------------------------------------------------|
+//! | `kernel.modules`      | `CONFIG_MODULES`, `/proc/sys/kernel/modules_disabled`|
+//! | `kernel.rust`         | the kernel configuration: Rust, modversions          |
+//! | `kernel.toolchain`    | `rustc`/`bindgen` on PATH against the configuration  |
+//! | `kernel.headers`      | the compiled Rust crates in `/lib/modules/R/build`   |
+//! | `kernel.signing`      | enforced signatures, the installed module's signature|
 //! | `module.loaded`       | `/sys/module/nvidia_peermem`, installed `.ko` files  |
 //! | `module.params`       | its two parameters                                   |
 //! | `module.stats`        | `/sys/kernel/debug/nvidia_peermem/stats`             |
@@ -24,13 +29,17 @@
 
 mod conflicts;
 mod facts;
+mod kernel;
 mod module;
 mod platform;
 mod stack;
 
+use crate::kconfig::{self, ConfigRead, KConfig};
 use crate::kmod::{self, Kallsyms, Loaded, ModFile};
 use crate::report::{Check, Report};
 use crate::root::Root;
+use crate::signing::{self, Enforcement};
+use crate::toolchain;
 use crate::topology::Topology;
 
 pub use module::{parse_stats, STATS_PATH};
@@ -54,6 +63,12 @@ pub(crate) struct Ctx<'a> {
     pub files: Vec<ModFile>,
     /// GPUs, NICs and pairs.
     pub topo: Topology,
+    /// The kernel configuration, if readable.
+    pub config: ConfigRead,
+    /// Whether and why the kernel enforces module signatures.
+    pub enforcement: Enforcement,
+    /// Where `rustc` and `bindgen` are looked for.
+    pub path: Vec<String>,
 }
 
 impl Ctx<'_> {
@@ -64,6 +79,16 @@ impl Ctx<'_> {
             _ => false,
         }
     }
+
+    /// The kernel configuration, if readable.
+    pub fn config(&self) -> Option<&KConfig> {
+        self.config.config.as_ref()
+    }
+
+    /// Whether the configuration says the kernel has no Rust (so no build of this module).
+    pub fn rust_off(&self) -> bool {
+        self.config().is_some_and(|c| !c.enabled("CONFIG_RUST"))
+    }
 }
 
 /// Runs every check against the files below `root`.
@@ -73,6 +98,8 @@ pub fn run(root: &Root) -> Report {
         .as_deref()
         .map(|r| kmod::peermem_files(root, r))
         .unwrap_or_default();
+    let config = kconfig::read(root, release.as_deref());
+    let cmdline = root.read_attr("/proc/cmdline").unwrap_or_default();
     let ctx = Ctx {
         root,
         kallsyms: Kallsyms::read(root),
@@ -81,9 +108,17 @@ pub fn run(root: &Root) -> Report {
         files,
         release,
         topo: Topology::scan(root),
+        enforcement: signing::enforcement(root, config.config.as_ref(), &cmdline),
+        config,
+        path: toolchain::search_path(std::env::var("PATH").ok().as_deref()),
     };
     let (stats_check, stats) = module::stats(&ctx);
     let checks: Vec<Check> = vec![
+        kernel::modules(&ctx),
+        kernel::rust(&ctx),
+        kernel::toolchain(&ctx),
+        kernel::headers(&ctx),
+        kernel::signing(&ctx),
         module::loaded(&ctx),
         module::params(&ctx),
         stats_check,

@@ -2,7 +2,7 @@
 
 //! The module itself: loaded, its parameters, its statistics.
 
-use super::{list, Ctx, MODULE};
+use super::{kernel, list, Ctx, MODULE};
 use crate::kmod::{Origin, PEER_REGISTER};
 use crate::report::{Check, Stat};
 
@@ -24,11 +24,19 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
         Some(rel) => format!("installed for kernel {rel}: {}", list(&ours_installed)),
     };
     let Some(module) = &ctx.ours else {
-        let fix = if ours_installed.is_empty() && ctx.release.is_some() {
+        let blockers = kernel::blockers(ctx);
+        let fix = if !blockers.is_empty() {
+            format!(
+                "neither loading nor installing helps here: {}",
+                blockers.join("; ")
+            )
+        } else if ours_installed.is_empty() && ctx.release.is_some() {
             "install the nvidia-peermem package for this kernel (DKMS builds it), then `modprobe nvidia_peermem`"
+                .to_string()
         } else {
             "`modprobe nvidia_peermem` (if it fails, `dmesg | grep -i peer` says why); to load it at boot, \
              add `nvidia_peermem` to /etc/modules-load.d/nvidia-peermem.conf"
+                .to_string()
         };
         return Check::fail(ID, format!("{MODULE} is not loaded ({installed})"), fix);
     };
@@ -53,6 +61,13 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
             ID,
             format!("{MODULE}{version} is {state}, not live"),
             "wait for the load or unload to finish; if it stays, `dmesg` shows the stuck step",
+        )
+        .detail(detail);
+    }
+    if ctx.loaded_is_nvidias() && ctx.rust_off() {
+        return Check::ok(
+            ID,
+            format!("the loaded {MODULE}{version} is NVIDIA's bundled module, the one a kernel without Rust can have"),
         )
         .detail(detail);
     }

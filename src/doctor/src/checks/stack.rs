@@ -5,6 +5,7 @@
 
 use super::{colon_list, list, Ctx};
 use crate::kmod::{self, NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
+use crate::pci;
 use crate::report::Check;
 
 /// P2P functions the module cannot work without.
@@ -165,6 +166,14 @@ pub(crate) fn peer_symbols(ctx: &Ctx<'_>) -> Check {
             )
             .detail(detail)
         }
+        None if kmod::loaded(ctx.root, "ib_core").is_some_and(|m| m.initstate.is_none()) => Check::fail(
+            ID,
+            format!("{PEER_REGISTER} is absent: the RDMA core is the kernel's own, built in, without PeerDirect"),
+            "MLNX_OFED/DOCA-OFED cannot replace an RDMA core built into the kernel (CONFIG_INFINIBAND=y): \
+             install them on a kernel that has it as a module; or do without peer memory: register GPU memory \
+             with ibv_reg_dmabuf_mr (dma-buf, needs the open GPU kernel modules)",
+        )
+        .detail(detail),
         None if kmod::loaded(ctx.root, "ib_core").is_some() => Check::fail(
             ID,
             format!("{PEER_REGISTER} is absent: the loaded RDMA stack is the inbox one, without PeerDirect"),
@@ -180,6 +189,16 @@ pub(crate) fn peer_symbols(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail),
     }
+}
+
+/// Mellanox/NVIDIA networking's PCI vendor ID (ConnectX, BlueField).
+const VENDOR_MELLANOX: u16 = 0x15b3;
+
+/// Whether a ConnectX or an InfiniBand-class adapter is on the PCI bus.
+fn rdma_adapter_on_bus(ctx: &Ctx<'_>) -> bool {
+    pci::all(ctx.root)
+        .iter()
+        .any(|d| d.vendor == VENDOR_MELLANOX || d.class >> 8 == 0x0207)
 }
 
 /// `rdma.devices`: RDMA devices and their PCI functions.
@@ -210,6 +229,14 @@ pub(crate) fn rdma_devices(ctx: &Ctx<'_>) -> Check {
         .filter(|&i| nics[i].pci.is_some())
         .map(|i| ctx.topo.nic_label(i))
         .collect();
+    if nics.is_empty() && !rdma_adapter_on_bus(ctx) {
+        return Check::warn(
+            ID,
+            "no RDMA device in /sys/class/infiniband, and no ConnectX or InfiniBand adapter on the PCI bus",
+            "GPUDirect RDMA needs an RDMA adapter: install one (a ConnectX, or another with an RDMA driver) \
+             and load its RDMA driver",
+        );
+    }
     if nics.is_empty() {
         return Check::warn(
             ID,

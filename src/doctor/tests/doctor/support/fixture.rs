@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The directory holding every fixture.
@@ -22,6 +22,8 @@ pub fn fixtures_dir() -> PathBuf {
 #[derive(Debug, Clone)]
 enum Node {
     File(Vec<u8>),
+    /// An executable file.
+    Program(Vec<u8>),
     Link(String),
     Dir,
 }
@@ -79,23 +81,38 @@ fn err(file: &Path, line: usize, msg: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{}:{line}: {msg}", file.display()))
 }
 
-/// Undoes `\n`, `\t` and `\\`.
-fn unescape(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some(other) => out.push(other),
-            None => out.push('\\'),
-        }
+/// Undoes `\n`, `\t`, `\\` and `\xNN` (any byte).
+fn unescape(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(at) = rest.find('\\') {
+        out.extend(&rest.as_bytes()[..at]);
+        rest = &rest[at + 1..];
+        let hex = rest.get(1..3).and_then(|h| u8::from_str_radix(h, 16).ok());
+        let (byte, used) = match (rest.chars().next(), hex) {
+            (Some('n'), _) => (b'\n', 1),
+            (Some('t'), _) => (b'\t', 1),
+            (Some('x'), Some(byte)) => (byte, 3),
+            (Some(c), _) if c.is_ascii() => (c as u8, 1),
+            _ => (b'\\', 0),
+        };
+        out.push(byte);
+        rest = &rest[used..];
     }
+    out.extend(rest.as_bytes());
     out
+}
+
+/// A line of text as a file body: unescaped, with its newline.
+fn text_line(text: &str) -> Vec<u8> {
+    let mut body = unescape(text);
+    body.push(b'\n');
+    body
+}
+
+/// A shell script that prints `text`, standing in for a program's `--version`.
+fn program(text: &str) -> Vec<u8> {
+    format!("#!/bin/sh\ncat <<'END_OF_TEXT'\n{text}\nEND_OF_TEXT\n").into_bytes()
 }
 
 /// Parses `256M`, `64G`, `1T` or a plain byte count.
@@ -165,12 +182,22 @@ impl Tree {
                 }
                 "file" => {
                     let body = if tail.is_empty() {
-                        String::new()
+                        Vec::new()
                     } else {
-                        unescape(tail) + "\n"
+                        text_line(tail)
                     };
+                    self.nodes.insert(arg.to_string(), Node::File(body));
+                }
+                // A file of the fixture's directory, byte for byte.
+                "copy" => {
+                    let from = file.parent().unwrap_or(Path::new(".")).join(tail);
+                    let body = fs::read(&from)
+                        .map_err(|e| err(file, n, format!("{}: {e}", from.display())))?;
+                    self.nodes.insert(arg.to_string(), Node::File(body));
+                }
+                "program" => {
                     self.nodes
-                        .insert(arg.to_string(), Node::File(body.into_bytes()));
+                        .insert(arg.to_string(), Node::Program(program(tail)));
                 }
                 "append" => {
                     let entry = self
@@ -178,7 +205,7 @@ impl Tree {
                         .entry(arg.to_string())
                         .or_insert(Node::File(Vec::new()));
                     match entry {
-                        Node::File(body) => body.extend((unescape(tail) + "\n").into_bytes()),
+                        Node::File(body) => body.extend(text_line(tail)),
                         _ => return Err(err(file, n, format!("{arg} is not a file"))),
                     }
                 }
@@ -358,6 +385,10 @@ impl Tree {
             }
             match node {
                 Node::File(body) => fs::write(&target, body)?,
+                Node::Program(body) => {
+                    fs::write(&target, body)?;
+                    fs::set_permissions(&target, fs::Permissions::from_mode(0o755))?;
+                }
                 Node::Link(to) => symlink(to, &target)?,
                 Node::Dir => fs::create_dir_all(&target)?,
             }
@@ -456,6 +487,7 @@ mod tests {
         assert_eq!(size("256M"), Some(256 << 20));
         assert_eq!(size("64G"), Some(64 << 30));
         assert_eq!(size("x"), None);
-        assert_eq!(unescape(r"a\tb\nc\\d"), "a\tb\nc\\d");
+        assert_eq!(unescape(r"a\tb\nc\\d"), b"a\tb\nc\\d");
+        assert_eq!(unescape(r"\x00\xff\xzz\"), b"\x00\xffxzz\\");
     }
 }

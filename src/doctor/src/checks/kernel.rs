@@ -1,0 +1,569 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! Can this kernel host the module? It must load modules, have Rust, and
+//! a build needs the exact toolchain it names and its compiled Rust crates;
+//! where it enforces signatures, the module must be signed.
+
+use super::{list, Ctx, MODULE};
+use crate::kconfig::KConfig;
+use crate::kmod::{modules_dir, Origin};
+use crate::report::{Check, Status};
+use crate::signing::{self, ModSig};
+use crate::toolchain;
+
+/// The switch that turns module loading off until the next boot.
+pub const MODULES_DISABLED: &str = "/proc/sys/kernel/modules_disabled";
+
+/// What a Rust-less kernel can have instead.
+const RUST_OFF_FIX: &str = "boot a kernel built with Rust (CONFIG_RUST=y): Debian: a 7.x kernel from \
+     trixie-backports (`apt-get install -t trixie-backports linux-image-amd64 linux-headers-amd64`); \
+     Ubuntu: the generic or HWE kernel (`apt install linux-generic-hwe-24.04`), not linux-nvidia; \
+     or use NVIDIA's own C nvidia-peermem, part of the driver (`modprobe nvidia-peermem`)";
+
+/// Files an out-of-tree Rust module links against (as `scripts/rust-headers.sh` checks).
+const RUST_BUILD_FILES: [&str; 3] = [
+    "rust/libkernel.rmeta",
+    "rust/libmacros.so",
+    "scripts/target.json",
+];
+
+/// `kernel 7.3.4+deb13-amd64`, or `this kernel`.
+fn kernel_name(ctx: &Ctx<'_>) -> String {
+    ctx.release
+        .as_deref()
+        .map_or("this kernel".to_string(), |r| format!("kernel {r}"))
+}
+
+/// Whether this project's module is loaded or installed for the running kernel.
+fn ours_present(ctx: &Ctx<'_>) -> bool {
+    (ctx.ours.is_some() && !ctx.loaded_is_nvidias())
+        || ctx.files.iter().any(|f| f.origin == Origin::Ours)
+}
+
+/// A line about what blocks a build: WARN when the module is already
+/// there (only a rebuild fails, as the summary then says), FAIL when it
+/// cannot be had at all.
+fn build_blocked(ctx: &Ctx<'_>, id: &'static str, summary: String, fix: String) -> Check {
+    if !ours_present(ctx) {
+        return Check::fail(id, summary, fix);
+    }
+    Check::warn(
+        id,
+        format!("{summary}; the installed {MODULE} works, but no rebuild can (DKMS after a driver or OFED upgrade)"),
+        fix,
+    )
+}
+
+/// Whether module loading is off: no `CONFIG_MODULES`, or `modules_disabled` set.
+pub(crate) fn loading_off(ctx: &Ctx<'_>) -> bool {
+    ctx.config().is_some_and(|c| !c.enabled("CONFIG_MODULES"))
+        || ctx.root.read_attr(MODULES_DISABLED).as_deref() == Some("1")
+}
+
+/// `kernel.modules`: does this kernel load modules at all?
+pub(crate) fn modules(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "kernel.modules";
+    let kernel = kernel_name(ctx);
+    if ctx.config().is_some_and(|c| !c.enabled("CONFIG_MODULES")) {
+        return Check::fail(
+            ID,
+            format!("{kernel} cannot load modules (CONFIG_MODULES is not set)"),
+            "boot a kernel with loadable module support (CONFIG_MODULES=y), as distribution kernels have",
+        );
+    }
+    let disabled = ctx.root.read_attr(MODULES_DISABLED);
+    let detail = vec![format!(
+        "{MODULES_DISABLED}: {}",
+        disabled.as_deref().unwrap_or("absent")
+    )];
+    match disabled.as_deref() {
+        Some("1") if ctx.ours.is_some() => Check::ok(
+            ID,
+            format!("module loading is disabled (modules_disabled=1), after {MODULE} was loaded"),
+        ),
+        Some("1") => Check::fail(
+            ID,
+            "module loading is disabled until the next boot (modules_disabled=1): no module can be loaded",
+            "find what sets kernel.modules_disabled=1 (a sysctl.d file, a boot script, a VM's init) and have the \
+             modules GPUDirect RDMA needs loaded before it (/etc/modules-load.d/), then reboot: until then the \
+             switch cannot be turned back",
+        ),
+        Some("0") => Check::ok(ID, "the kernel loads modules (modules_disabled=0)"),
+        _ if ctx.config().is_some() => Check::ok(ID, "the kernel loads modules (CONFIG_MODULES=y)"),
+        _ => Check::info(
+            ID,
+            "cannot tell whether the kernel loads modules (no modules_disabled, configuration unreadable)",
+        ),
+    }
+    .detail(detail)
+}
+
+/// Where the configuration was read, and what was wrong with the sources before it.
+fn config_detail(ctx: &Ctx<'_>) -> Vec<String> {
+    let read = &ctx.config;
+    let mut detail: Vec<String> = read
+        .problems
+        .iter()
+        .map(|p| format!("unreadable: {p}"))
+        .collect();
+    match &read.config {
+        Some(c) => {
+            detail.insert(0, format!("configuration: {}", c.source));
+            detail.extend(
+                c.unparsed
+                    .iter()
+                    .take(3)
+                    .map(|(n, l)| format!("{}:{n}: not an option line: {l}", c.source)),
+            );
+            if c.unparsed.len() > 3 {
+                detail.push(format!(
+                    "{} more lines that are not option lines",
+                    c.unparsed.len() - 3
+                ));
+            }
+        }
+        None => detail.insert(0, format!("looked for: {}", read.tried.join(", "))),
+    }
+    detail
+}
+
+/// `kernel.rust`: is the kernel built with Rust, and which modversions does it use?
+pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "kernel.rust";
+    let kernel = kernel_name(ctx);
+    let mut detail = config_detail(ctx);
+    let Some(c) = ctx.config() else {
+        return Check::info(
+            ID,
+            format!("the configuration of {kernel} is unreadable: whether a Rust module can be built for it is unknown"),
+        )
+        .fix("Debian and Ubuntu install it with the kernel image as /boot/config-<release>; a kernel with \
+              CONFIG_IKCONFIG_PROC shows it in /proc/config.gz (`modprobe configs` where that is a module)")
+        .detail(detail);
+    };
+    for option in [
+        "CONFIG_RUST",
+        "CONFIG_RUSTC_VERSION",
+        "CONFIG_RUSTC_VERSION_TEXT",
+        "CONFIG_BINDGEN_VERSION_TEXT",
+        "CONFIG_MODVERSIONS",
+        "CONFIG_GENDWARFKSYMS",
+        "CONFIG_EXTENDED_MODVERSIONS",
+    ] {
+        detail.push(c.show(option));
+    }
+    if !c.enabled("CONFIG_RUST") {
+        let why = if c.get("CONFIG_RUSTC_VERSION") == Some("0") {
+            "; no rustc was found when it was configured"
+        } else {
+            ""
+        };
+        let status = if ctx.loaded_is_nvidias() {
+            Status::Warn
+        } else {
+            Status::Fail
+        };
+        return Check::new(
+            ID,
+            status,
+            format!("{kernel} is built without Rust (CONFIG_RUST is not set{why}): no Rust module, {MODULE} included, can be built for it"),
+        )
+        .fix(RUST_OFF_FIX)
+        .detail(detail);
+    }
+    let rustc = c
+        .get("CONFIG_RUSTC_VERSION_TEXT")
+        .map_or("rustc unnamed".to_string(), |t| {
+            format!("rustc {}", version_number(t))
+        });
+    if !c.enabled("CONFIG_MODVERSIONS") {
+        return Check::ok(
+            ID,
+            format!("{kernel} is built with Rust ({rustc}), without MODVERSIONS"),
+        )
+        .detail(detail);
+    }
+    let crcs = if c.enabled("CONFIG_GENDWARFKSYMS") {
+        "symbol CRCs from DWARF (gendwarfksyms)"
+    } else {
+        "symbol CRCs from genksyms"
+    };
+    let extended = if c.enabled("CONFIG_EXTENDED_MODVERSIONS") {
+        ", extended modversions"
+    } else {
+        ""
+    };
+    let summary =
+        format!("{kernel} is built with Rust ({rustc}) and MODVERSIONS ({crcs}{extended})");
+    if ctx.ours.is_some() && !ctx.loaded_is_nvidias() {
+        return Check::ok(ID, summary).detail(detail);
+    }
+    Check::warn(
+        ID,
+        format!("{summary}: the build needs the real Module.symvers of the NVIDIA driver and of OFED"),
+        format!(
+            "build with `make KDIR=/lib/modules/{}/build NVPM_EXTRA_SYMBOLS=\"<the NVIDIA driver's Module.symvers> \
+             <OFED's, e.g. /usr/src/ofa_kernel/x86_64/<release>/Module.symvers>\"`; without them the build stops \
+             (the kernel would refuse the module: \"disagrees about version of symbol\"), DKMS's build too",
+            ctx.release.as_deref().unwrap_or("<release>")
+        ),
+    )
+    .detail(detail)
+}
+
+/// The configuration when it has Rust, or the INFO line that says why a
+/// check about building does not apply.
+fn rust_config<'a>(ctx: &'a Ctx<'_>, id: &'static str) -> Result<&'a KConfig, Check> {
+    match ctx.config() {
+        None => Err(Check::info(
+            id,
+            "not checked: the kernel configuration is unreadable (kernel.rust)",
+        )),
+        Some(c) if !c.enabled("CONFIG_RUST") => Err(Check::info(
+            id,
+            "not checked: the kernel has no Rust (kernel.rust)",
+        )),
+        Some(c) => Ok(c),
+    }
+}
+
+/// `1.85.1` from `rustc 1.85.1 (4eb161250 2025-03-15)`.
+fn version_number(text: &str) -> &str {
+    text.split_whitespace().nth(1).unwrap_or(text)
+}
+
+/// `1.85` from `1.85.1`.
+fn major_minor(version: &str) -> String {
+    version.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// What to install for the toolchain a kernel names.
+fn toolchain_fix(rustc: &str, bindgen: &str) -> String {
+    let (r, b) = (major_minor(rustc), major_minor(bindgen));
+    format!(
+        "install the rustc {rustc} and bindgen {bindgen} the kernel was built with (a build refuses others): \
+         Debian: `apt-get install rustc rust-src bindgen libclang-dev` (trixie's own rustc and bindgen build \
+         its 7.x backports kernels; not rustc from backports); Ubuntu: `apt install rustc-{r} rust-{r}-src \
+         bindgen-{b}` and make them rustc and bindgen on PATH (links in /usr/local/bin)"
+    )
+}
+
+/// `kernel.toolchain`: are the rustc and bindgen the kernel names on PATH?
+pub(crate) fn toolchain(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "kernel.toolchain";
+    let c = match rust_config(ctx, ID) {
+        Ok(c) => c,
+        Err(check) => return check,
+    };
+    let rustc = on_path(ctx, c, "rustc", "CONFIG_RUSTC_VERSION_TEXT");
+    let bindgen = on_path(ctx, c, "bindgen", "CONFIG_BINDGEN_VERSION_TEXT");
+    let detail: Vec<String> = rustc
+        .detail
+        .iter()
+        .chain(&bindgen.detail)
+        .cloned()
+        .collect();
+    let wrong: Vec<String> = [&rustc, &bindgen]
+        .iter()
+        .filter_map(|p| p.mismatch.clone())
+        .collect();
+    if wrong.is_empty() {
+        let summary = format!(
+            "rustc {} and bindgen {} on PATH are the ones the kernel was built with",
+            rustc.wanted, bindgen.wanted
+        );
+        return Check::ok(ID, summary).detail(detail);
+    }
+    let summary = format!(
+        "PATH lacks the toolchain the kernel was built with: {}",
+        list(&wrong)
+    );
+    build_blocked(
+        ctx,
+        ID,
+        summary,
+        toolchain_fix(&rustc.wanted, &bindgen.wanted),
+    )
+    .detail(detail)
+}
+
+/// A program of the toolchain against the version text the kernel names.
+struct OnPath {
+    /// The version the kernel names (`1.85.1`).
+    wanted: String,
+    /// `rustc 1.85.1 (PATH has 1.95.0)` when PATH has another one, or none.
+    mismatch: Option<String>,
+    /// The configuration's text and what PATH has.
+    detail: Vec<String>,
+}
+
+/// Looks for `name` on PATH and compares its `--version` with `option`.
+fn on_path(ctx: &Ctx<'_>, c: &KConfig, name: &str, option: &str) -> OnPath {
+    let want = c.get(option).unwrap_or("");
+    let wanted = version_number(want).to_string();
+    let mut detail = vec![c.show(option)];
+    let found = toolchain::find(ctx.root, &ctx.path, name);
+    let have = match &found {
+        None => {
+            detail.push(format!("{name}: not on PATH ({})", ctx.path.join(":")));
+            "none".to_string()
+        }
+        Some(f) => match &f.version {
+            Ok(v) => {
+                detail.push(format!("{name}: {}: {v}", f.path));
+                version_number(v).to_string()
+            }
+            Err(e) => {
+                detail.push(format!("{name}: {}: {e}", f.path));
+                format!("one that fails: {e}")
+            }
+        },
+    };
+    let same = found.is_some_and(|f| f.version.as_deref() == Ok(want));
+    OnPath {
+        mismatch: (!same).then(|| format!("{name} {wanted} (PATH has {have})")),
+        wanted,
+        detail,
+    }
+}
+
+/// `7.3` from `7.3.4+deb13-amd64`.
+fn source_series(release: &str) -> String {
+    let digits = |p: &str| {
+        p.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+    };
+    release
+        .split('.')
+        .take(2)
+        .map(digits)
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Debian's kernel source, from which `rust-headers` builds the crates.
+fn linux_source(ctx: &Ctx<'_>, release: &str) -> Option<String> {
+    let base = format!("/usr/src/linux-source-{}", source_series(release));
+    [".tar.xz", ".tar.bz2", ""]
+        .iter()
+        .map(|ext| format!("{base}{ext}"))
+        .find(|p| ctx.root.exists(p))
+}
+
+/// What to install when the headers cannot build a Rust module.
+fn headers_fix(release: &str) -> String {
+    format!(
+        "Debian: `apt-get install linux-source-{series}=$(dpkg-query -W -f='${{Version}}' linux-headers-{release})`: \
+         the DKMS package's rust-headers builds the crates from it with the kernel's toolchain \
+         (`/usr/lib/nvidia-peer-memory/rust-headers --dry-run {release}` checks first); Ubuntu: the kernel's \
+         lib-rust package (`apt-cache search lib-rust`), which holds them",
+        series = source_series(release)
+    )
+}
+
+/// `kernel.headers`: do the kernel's headers hold the compiled Rust crates a module links against?
+pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "kernel.headers";
+    if let Err(check) = rust_config(ctx, ID) {
+        return check;
+    }
+    let Some(release) = ctx.release.as_deref() else {
+        return Check::info(ID, "kernel release unknown: headers not checked");
+    };
+    let build = format!("{}/build", modules_dir(release));
+    if !ctx.root.is_dir(&build) {
+        return build_blocked(
+            ctx,
+            ID,
+            format!("no headers for {release} ({build})"),
+            format!(
+                "Debian: `apt-get install linux-headers-{release}`; Ubuntu: `apt install linux-headers-{release}` \
+                 and the kernel's lib-rust package (`apt-cache search lib-rust`)"
+            ),
+        );
+    }
+    let present = |f: &&str| ctx.root.exists(&format!("{build}/{f}"));
+    let mut detail: Vec<String> = RUST_BUILD_FILES
+        .iter()
+        .map(|f| {
+            format!(
+                "{build}/{f}: {}",
+                if present(f) { "present" } else { "absent" }
+            )
+        })
+        .collect();
+    let missing: Vec<String> = RUST_BUILD_FILES
+        .iter()
+        .filter(|f| !present(f))
+        .map(|f| f.to_string())
+        .collect();
+    if missing.is_empty() {
+        return Check::ok(
+            ID,
+            format!("the headers of {release} hold the compiled Rust crates"),
+        )
+        .detail(detail);
+    }
+    if let Some(source) = linux_source(ctx, release) {
+        detail.push(format!(
+            "{source}: present (rust-headers refuses it unless its version is the headers')"
+        ));
+        return Check::ok(
+            ID,
+            format!("the headers of {release} lack the compiled Rust crates; rust-headers builds them from {source} before each DKMS build"),
+        )
+        .detail(detail);
+    }
+    build_blocked(
+        ctx,
+        ID,
+        format!(
+            "the headers of {release} lack the compiled Rust crates ({}) and no linux-source-{} is there to build them from",
+            list(&missing),
+            source_series(release)
+        ),
+        headers_fix(release),
+    )
+    .detail(detail)
+}
+
+/// How to get a module signed that this kernel accepts.
+fn signing_fix(ctx: &Ctx<'_>) -> String {
+    if !ctx.root.is_dir(signing::EFI_DIR) {
+        let hash = ctx
+            .config()
+            .and_then(|c| c.get("CONFIG_MODULE_SIG_HASH"))
+            .unwrap_or("sha256");
+        return format!(
+            "this host boots without UEFI, so no MOK can be enrolled: the kernel trusts only the keys built into it. \
+             Sign the module with the key it was built with (its CONFIG_MODULE_SIG_KEY; ask whoever built the \
+             kernel): `scripts/sign-file {hash} <key> <certificate> {MODULE}.ko`"
+        );
+    }
+    let mok = signing::dkms_mok(ctx.root);
+    format!(
+        "DKMS signs the modules it builds with its MOK, here {} and its certificate {} (mok_signing_key, \
+         mok_certificate in /etc/dkms/framework.conf; Debian's dkms makes /var/lib/dkms/mok.key and mok.pub at \
+         its first build, Ubuntu's uses shim-signed's /var/lib/shim-signed/mok/MOK.priv and MOK.der). Enroll the \
+         certificate once: `mokutil --import {}`, reboot and confirm it in MokManager; then \
+         `/usr/lib/nvidia-peer-memory/dkms-rebuild --force`",
+        mok.key, mok.cert, mok.cert
+    )
+}
+
+/// The signature of each of this project's module files.
+fn installed_signatures(ctx: &Ctx<'_>) -> Vec<(String, ModSig)> {
+    let Some(release) = ctx.release.as_deref() else {
+        return Vec::new();
+    };
+    ctx.files
+        .iter()
+        .filter(|f| f.origin == Origin::Ours)
+        .map(|f| {
+            let path = format!("{}/{}", modules_dir(release), f.rel);
+            (f.rel.clone(), signing::module_signature(ctx.root, &path))
+        })
+        .collect()
+}
+
+/// A detail line: a module file and its signature.
+fn signature_line(file: &str, sig: &ModSig) -> String {
+    match sig {
+        ModSig::Signed(n) => format!("{file}: signed ({n}-byte signature)"),
+        ModSig::Unsigned => format!("{file}: not signed"),
+        ModSig::Unknown(why) => format!("{file}: signature unknown: {why}"),
+    }
+}
+
+/// `kernel.signing`: where the kernel enforces signatures, is the module signed?
+pub(crate) fn signing(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "kernel.signing";
+    let e = &ctx.enforcement;
+    let files = installed_signatures(ctx);
+    let mut detail = e.evidence.clone();
+    detail.extend(files.iter().map(|(f, sig)| signature_line(f, sig)));
+    match e.enforced {
+        Some(false) => Check::ok(
+            ID,
+            format!("the kernel does not enforce module signatures: an unsigned {MODULE} loads (tainting the kernel: E)"),
+        ),
+        None => Check::info(ID, "whether the kernel enforces module signatures is unknown").fix(
+            "mount securityfs (`mount -t securityfs securityfs /sys/kernel/security`): its lockdown \
+             file says; so does the kernel configuration (kernel.rust)",
+        ),
+        Some(true) => enforced_signing(ctx, &files, &mut detail),
+    }
+    .detail(detail)
+}
+
+/// `kernel.signing` where signatures are enforced: loaded, unsigned,
+/// not installed, unknown, or signed (and its key enrolled?).
+fn enforced_signing(ctx: &Ctx<'_>, files: &[(String, ModSig)], detail: &mut Vec<String>) -> Check {
+    const ID: &str = "kernel.signing";
+    let enforced = format!(
+        "the kernel loads only signed modules ({})",
+        ctx.enforcement.reasons.join(", ")
+    );
+    if ctx.ours.is_some() && !ctx.loaded_is_nvidias() {
+        return Check::ok(ID, format!("{enforced} and accepted {MODULE}"));
+    }
+    let of = |want: fn(&ModSig) -> bool| -> Vec<String> {
+        files
+            .iter()
+            .filter(|(_, s)| want(s))
+            .map(|(f, _)| f.clone())
+            .collect()
+    };
+    let (unsigned, unknown) = (
+        of(|s| *s == ModSig::Unsigned),
+        of(|s| matches!(s, ModSig::Unknown(_))),
+    );
+    if !unsigned.is_empty() {
+        let summary = format!("{enforced}, and {} carries no signature", list(&unsigned));
+        return Check::fail(ID, summary, signing_fix(ctx));
+    }
+    if files.is_empty() {
+        let summary = format!("{enforced}: {MODULE} must be signed by a key it trusts");
+        return Check::info(ID, summary).fix(signing_fix(ctx));
+    }
+    if !unknown.is_empty() {
+        let summary = format!(
+            "{enforced}; whether {} is signed is unknown",
+            list(&unknown)
+        );
+        return Check::info(ID, summary).fix(signing_fix(ctx));
+    }
+    let mok = signing::dkms_mok(ctx.root);
+    let enrolled = signing::mok_enrolled(ctx.root, &mok.cert);
+    detail.push(format!(
+        "{}: {}",
+        mok.cert,
+        match enrolled {
+            Some(true) => "enrolled in MOK",
+            Some(false) => "not in the MOK list",
+            None => "enrollment unknown (certificate or MOK list unreadable)",
+        }
+    ));
+    if enrolled == Some(false) {
+        let summary = format!(
+            "{enforced}; {MODULE} is signed, but the DKMS certificate {} is not enrolled",
+            mok.cert
+        );
+        return Check::warn(ID, summary, signing_fix(ctx));
+    }
+    Check::ok(ID, format!("{enforced}; the installed {MODULE} is signed"))
+}
+
+/// Why `modprobe nvidia_peermem` cannot work on this kernel, for other
+/// checks' fix lines; empty when nothing here stands in the way.
+pub(crate) fn blockers(ctx: &Ctx<'_>) -> Vec<&'static str> {
+    let mut why = Vec::new();
+    if loading_off(ctx) {
+        why.push("this kernel loads no module now (kernel.modules)");
+    }
+    if ctx.rust_off() {
+        why.push("it has no Rust to build nvidia_peermem for (kernel.rust): boot a Rust-enabled kernel, or use NVIDIA's C nvidia-peermem");
+    }
+    why
+}
