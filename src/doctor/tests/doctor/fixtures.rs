@@ -76,3 +76,45 @@ fixtures! {
     stats_errors => "stats-errors",
     sys => "sys",
 }
+
+/// The statuses of a table: `(status, id)` per check line, then the result line.
+fn statuses(table: &str) -> (Vec<(String, String)>, Option<String>) {
+    let checks = table
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some(s @ ("OK" | "INFO" | "WARN" | "FAIL")), Some(id)) => {
+                    Some((s.to_string(), id.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let result = table
+        .lines()
+        .find(|l| l.starts_with("Result: "))
+        .map(str::to_string);
+    (checks, result)
+}
+
+/// `h100-vm` says today what the doctor said on that real host:
+/// `tests/fixtures/h100-vm/doctor.txt` is its table, recorded there, and
+/// every check has the status it had (wording may improve; `expect`
+/// holds the findings).
+#[test]
+fn h100_vm_statuses_as_recorded_on_the_host() {
+    let recorded =
+        std::fs::read_to_string(support::fixture::fixtures_dir().join("h100-vm/doctor.txt"))
+            .expect("tests/fixtures/h100-vm/doctor.txt");
+    let dir = support::build("h100-vm");
+    let (now, code) = support::doctor(&["--root", &dir.to_string_lossy()]);
+    let (want, got) = (statuses(&recorded), statuses(&now));
+    assert!(!want.0.is_empty(), "no check line in the recording");
+    assert_eq!(
+        got, want,
+        "the fixture's table differs from the host's:\n{now}"
+    );
+    assert!(recorded.ends_with(&format!("exit status {code}\n")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
