@@ -161,7 +161,7 @@ check dkms.conf-fields inr bash -ec 'cd /build/src; . ./dkms.conf
 # Signing is DKMS's own (framework.conf: mok_signing_key, mok_certificate):
 # nothing here signs or points DKMS at another key, so the MOK that README
 # and the doctor's kernel.signing tell to enroll is the one that signs.
-check signing-left-to-dkms inr sh -ec 'cd /build/src; ! grep -Eq "^(SIGN_TOOL|POST_BUILD|POST_INSTALL)=" dkms.conf
+check signing-left-to-dkms inr sh -ec 'cd /build/src; ! grep -Eq "^(SIGN_TOOL|POST_BUILD|POST_INSTALL)=" dkms.conf &&
 	! grep -rqsE "sign-file|sign_file|mok_signing_key|mok_certificate|framework\.conf" dkms.conf debian rpm packaging build_module.sh'
 
 # --- build_module.sh ----------------------------------------------------------------
