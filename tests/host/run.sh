@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Host tests: the workspace's cargo tests (pure logic shared with the module).
+# Host tests: the workspace's cargo tests (pure logic shared with the module)
+# and the loom models of the invalidation protocol (tests/loom).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(cargo test --workspace --color never 2>&1)
 rc=$?
+# The invalidation protocol under loom: a crate outside the workspace
+# (tests/loom/Cargo.toml says why), in release (the models run ~10x faster).
+loom=$(cargo test --release --color never --manifest-path tests/loom/Cargo.toml --target-dir target 2>&1)
+lrc=$?
+out=$(printf '%s\n%s\n' "$out" "$loom")
+[ $lrc = 0 ] || rc=$lrc
 printf '%s\n' "$out" | grep -E '^test .* FAILED$|^error|panicked' || true
 read -r pass fail < <(printf '%s\n' "$out" | awk '/^test result:/ {
 	for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i }
