@@ -2,7 +2,8 @@
 #
 # Entry points (README.md):
 #   make            provision what is missing, build nvidia_peermem.ko for Debian's 7.3 kernel
-#   make check      host, guest (QEMU), packaging and debug-kernel suites; ends with "N passed, N failed"
+#   make check      host, guest (QEMU), packaging, kernels (Debian 7.2) and debug-kernel suites;
+#                   ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1 (warnings fail), rustfmt --check
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make bench-profile  guest instructions per function of one registration, client against bare
@@ -36,7 +37,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H))) \
 	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
 
-.PHONY: all module vendor-headers sims tool provision check check-host check-guest bench bench-profile lint fmt clean \
+.PHONY: all module vendor-headers sims tool provision check check-host check-guest check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -165,6 +166,11 @@ STRESS_LONG_ENV ?= STRESS_CONC_OPS=1000000 STRESS_RANDOM_OPS=150000 STRESS_RANDO
 
 check-host:
 	@tests/host/run.sh
+
+# make check's "kernels" suite: Debian's 7.2 image (NVPM_OTHER_KSERIES), built,
+# loaded, client scenarios (tests/kernels.sh).
+check-kernels: tool
+	@tests/kernels.sh
 
 check:
 	@tests/run-all.sh

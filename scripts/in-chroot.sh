@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Runs a command inside the provisioned trixie root with the repository at
-# /src and the variables of kernel.env exported. Used by the Makefile.
+# /src and the variables of kernel.env (or $NVPM_KERNEL_ENV) exported. Used
+# by the Makefile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-[ -r "$NVPM_CACHE/kernel.env" ] || die "not provisioned yet: run make"
+# NVPM_KERNEL_ENV: another kernel's env file in the cache (kernel-7.2.env,
+# written by KSERIES=7.2 scripts/provision.sh).
+kenv=$NVPM_CACHE/${NVPM_KERNEL_ENV:-kernel.env}
+[ -r "$kenv" ] || die "not provisioned yet: run make (or KSERIES=... scripts/provision.sh for $kenv)"
 # shellcheck source=/dev/null
-. "$NVPM_CACHE/kernel.env"
+. "$kenv"
 enter_private_namespace "$@"
 chroot_mount "$PWD"
 # The guest runner's and the test suites' knobs cross over (tests/README.md).

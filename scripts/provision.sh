@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Provisions what `make` needs on a fresh machine, caching it outside the repo:
-#   1. a Debian trixie root with the toolchain that built Debian's 7.3 kernel;
-#   2. the current trixie-backports 7.3 kernel (source, headers, binary, modules);
+#   1. a Debian trixie root with the toolchain that built Debian's 7.x kernels;
+#   2. the current trixie-backports kernel of a series, 7.3 unless KSERIES
+#      names another (7.2): source, headers, binary, modules;
 #   3. a Rust-capable KDIR prepared from it.
-# Writes $NVPM_CACHE/kernel.env describing what it used. KERNEL_VERSION pins
-# another linux-source-7.3 package version (e.g. 7.3.4-1~bpo13+1).
+# Writes $NVPM_CACHE/kernel.env describing what it used (kernel-$KSERIES.env
+# for a series other than 7.3). KERNEL_VERSION pins another package version
+# of the series (e.g. 7.3.4-1~bpo13+1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+KSERIES=${KSERIES:-7.3}
+case $KSERIES in 7.[0-9] | 7.[1-9][0-9]) ;; *) echo "provision: KSERIES=$KSERIES is not a 7.x series" >&2; exit 1 ;; esac
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
@@ -40,7 +44,7 @@ ensure_packages() {
 		>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get install failed, see $NVPM_CACHE/apt.log"
 }
 
-# Picks the linux-source-7.3 version (newest in trixie-backports unless pinned)
+# Picks the linux-source-$KSERIES version (newest in trixie-backports unless pinned)
 # and derives the ABI name of the matching binary packages.
 resolve_kernel() {
 	local stamp=$CHROOT/var/lib/apt/lists/.nvpm-updated
@@ -53,16 +57,16 @@ resolve_kernel() {
 	if [ -n "${KERNEL_VERSION:-}" ]; then
 		KPKGVER=$KERNEL_VERSION
 	else
-		KPKGVER=$(in_chroot apt-cache madison linux-source-7.3 | awk -F'|' '$3 ~ /backports/ {gsub(/ /,"",$2); print $2}' |
+		KPKGVER=$(in_chroot apt-cache madison linux-source-$KSERIES | awk -F'|' '$3 ~ /backports/ {gsub(/ /,"",$2); print $2}' |
 			sort -V | tail -n1)
 	fi
-	[ -n "$KPKGVER" ] || die "no linux-source-7.3 in trixie-backports"
+	[ -n "$KPKGVER" ] || die "no linux-source-$KSERIES in trixie-backports"
 	local upstream=${KPKGVER%%-*}
 	KABI=$upstream+deb13
 	KREL=$KABI-amd64
 	in_chroot apt-cache madison "linux-headers-$KREL" | grep -qF "| $KPKGVER |" ||
-		die "linux-headers-$KREL $KPKGVER not found next to linux-source-7.3 $KPKGVER"
-	log "kernel: linux-source-7.3 $KPKGVER, release $KREL"
+		die "linux-headers-$KREL $KPKGVER not found next to linux-source-$KSERIES $KPKGVER"
+	log "kernel: linux-source-$KSERIES $KPKGVER, release $KREL"
 }
 
 config_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$2"; }
@@ -98,46 +102,48 @@ ensure_kdir() {
 	rm -rf "$dir"
 	mkdir -p "$dir/debs" "$dir/pkg"
 	log "downloading Debian's $KREL packages"
-	in_chroot sh -c "cd $KROOT/debs && apt-get download -qq -o APT::Sandbox::User=root linux-source-7.3=$KPKGVER \
+	in_chroot sh -c "cd $KROOT/debs && apt-get download -qq -o APT::Sandbox::User=root linux-source-$KSERIES=$KPKGVER \
 		linux-binary-$KREL=$KPKGVER linux-modules-$KREL=$KPKGVER linux-headers-$KREL=$KPKGVER \
 		linux-headers-$KABI-common=$KPKGVER linux-kbuild-$KABI=$KPKGVER" ||
 		die "apt-get download of the $KPKGVER kernel packages failed"
 	local d
 	for d in "$dir"/debs/*.deb; do dpkg-deb -x "$d" "$dir/pkg"; done
-	log "unpacking linux-source-7.3 (about 15 s)"
-	tar -xf "$dir"/pkg/usr/src/linux-source-7.3.tar.* -C "$dir"
-	rm -f "$dir"/pkg/usr/src/linux-source-7.3.tar.*
+	log "unpacking linux-source-$KSERIES (about 15 s)"
+	tar -xf "$dir"/pkg/usr/src/linux-source-$KSERIES.tar.* -C "$dir"
+	rm -f "$dir"/pkg/usr/src/linux-source-$KSERIES.tar.*
 	local hdr=$dir/pkg/usr/src/linux-headers-$KREL
 	check_toolchain "$hdr/.config"
-	cp "$hdr/.config" "$dir/linux-source-7.3/.config"
-	local kmake="make -C $KROOT/linux-source-7.3 ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+	cp "$hdr/.config" "$dir/linux-source-$KSERIES/.config"
+	local kmake="make -C $KROOT/linux-source-$KSERIES ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
 	in_chroot $kmake -s olddefconfig
-	cmp -s "$hdr/.config" "$dir/linux-source-7.3/.config" ||
+	cmp -s "$hdr/.config" "$dir/linux-source-$KSERIES/.config" ||
 		die "olddefconfig changed Debian's .config: the chroot's toolchain does not match $KREL"
 	log "modules_prepare: building the kernel's Rust crates (2-3 minutes)"
 	in_chroot $kmake -j"$(nproc)" modules_prepare 2>&1 | grep --line-buffered -v 'Failed to run rustfmt' |
 		while IFS= read -r line; do printf '  [%4ds] %s\n' "$((SECONDS - t0))" "$line"; done
 	[ "${PIPESTATUS[0]}" = 0 ] || die "modules_prepare failed"
-	cp "$hdr/Module.symvers" "$hdr/vmlinux" "$dir/linux-source-7.3/"
+	cp "$hdr/Module.symvers" "$hdr/vmlinux" "$dir/linux-source-$KSERIES/"
 	touch "$dir/.complete"
 	log "KDIR ready in $((SECONDS - t0)) s"
 }
 
 write_env() {
 	local dir=$CHROOT$KROOT
-	cat >"$NVPM_CACHE/kernel.env.tmp" <<EOT
+	local env=$NVPM_CACHE/kernel.env
+	[ "$KSERIES" = 7.3 ] || env=$NVPM_CACHE/kernel-$KSERIES.env
+	cat >"$env.tmp" <<EOT
 # Written by scripts/provision.sh: the kernel this build used.
 KPKGVER="$KPKGVER"
 KREL="$KREL"
 KROOT="$KROOT"
-KDIR_CHROOT="$KROOT/linux-source-7.3"
-KDIR_HOST="$dir/linux-source-7.3"
+KDIR_CHROOT="$KROOT/linux-source-$KSERIES"
+KDIR_HOST="$dir/linux-source-$KSERIES"
 VMLINUZ="$dir/pkg/usr/lib/modules/$KREL/vmlinuz"
 DEBIAN_MODULES="$dir/pkg/usr/lib/modules/$KREL"
 KMAKE_FLAGS="ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
 CHROOT="$CHROOT"
 EOT
-	mv "$NVPM_CACHE/kernel.env.tmp" "$NVPM_CACHE/kernel.env"
+	mv "$env.tmp" "$env"
 }
 
 ensure_chroot

@@ -181,6 +181,12 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
     }
 }
 
+/// `ENOTSUPP` (the driver's refusal of persistent pinning) or `EOPNOTSUPP`,
+/// compared by number: the kernel crate names `EOPNOTSUPP` from 7.3 on only.
+fn is_not_supported(e: Error) -> bool {
+    e == ENOTSUPP || e.to_errno() == -(kernel::bindings::EOPNOTSUPP as i32)
+}
+
 /// Accounts and explains a range this client does not take.
 fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
     STATS.add(Counter::Declines, 1);
@@ -188,7 +194,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
         // Not GPU memory: the common, silent case.
         P2pError::Driver(e) if e == EINVAL => {}
         P2pError::Driver(e)
-            if (e == ENOTSUPP || e == EOPNOTSUPP) && kind == PinKind::Persistent =>
+            if is_not_supported(e) && kind == PinKind::Persistent =>
         {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(

@@ -276,27 +276,32 @@ fn copy_c_string(dst: &mut [c_char], src: &str) -> Result {
 /// is refused while the core or the driver may still call us.
 pub(crate) struct ModuleRef(());
 
+/// This module's `struct module`: `module!` makes it a constant of
+/// `ModuleMetadata` from 7.3 on (Kbuild's `nvpm_this_module_in_metadata`,
+/// derived from the kernel tree), a static at the crate root before.
+#[cfg(nvpm_this_module_in_metadata)]
+fn this_module() -> *mut bindings::module {
+    <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr()
+}
+
+/// This module's `struct module` (see the other `this_module`).
+#[cfg(not(nvpm_this_module_in_metadata))]
+fn this_module() -> *mut bindings::module {
+    crate::THIS_MODULE.as_ptr()
+}
+
 impl ModuleRef {
     /// Takes a reference; `None` while the module is going away.
     pub(crate) fn get() -> Option<Self> {
-        // SAFETY: `THIS_MODULE` is this module's pointer.
-        unsafe {
-            bindings::try_module_get(
-                <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
-            )
-        }
-        .then_some(Self(()))
+        // SAFETY: `this_module()` is this module's pointer.
+        unsafe { bindings::try_module_get(this_module()) }.then_some(Self(()))
     }
 }
 
 impl Drop for ModuleRef {
     fn drop(&mut self) {
         // SAFETY: taken in `get`.
-        unsafe {
-            bindings::module_put(
-                <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
-            )
-        };
+        unsafe { bindings::module_put(this_module()) };
     }
 }
 

@@ -24,6 +24,7 @@ t0=$SECONDS
 run_suite host tests/host/run.sh
 run_suite guest make --no-print-directory check-guest
 run_suite packaging tests/packaging/run.sh
+run_suite kernels tests/kernels.sh
 # Last: it rebuilds the module and simulators against the debug kernel.
 run_suite debug make --no-print-directory check-debug-stress
 echo "=== all suites in $((SECONDS - t0)) s"
