@@ -23,7 +23,9 @@
 #   rust-headers.sh --remove-all
 #   rust-headers.sh --gc                         undo it where the headers are gone
 # DKMS runs it as PRE_BUILD. Nothing to do (exit 0) when the headers are
-# already Rust-capable, e.g. a full kernel build tree.
+# already Rust-capable: a full kernel build tree, Ubuntu's headers with its
+# linux-lib-rust-KREL package, Arch's linux-headers. On Ubuntu, headers
+# without the crates get that package named instead of a rebuild.
 #
 # Env: NVPM_RUST_HEADERS_CACHE (default /var/cache/nvidia-peer-memory/rust-headers),
 #      NVPM_JOBS (default: number of CPUs).
@@ -122,6 +124,14 @@ if rust_ready "$HDR" && { [ ! -f "$CACHE/$KREL/installed" ] || [ -n "$CHECK" ]; 
 	exit 0
 fi
 [ -z "$CHECK" ] || die "$HDR is not Rust-capable (run rust-headers.sh $KREL)"
+
+# Ubuntu ships the compiled crates of its kernels (linux-lib-rust-KREL, which
+# links them into the headers): installing that is the fix there, and nothing
+# is built. NVPM_OS_RELEASE: another os-release file (tests).
+os_id=$(. "${NVPM_OS_RELEASE:-/etc/os-release}" 2>/dev/null && echo "${ID:-}") || os_id=
+if [ "$os_id" = ubuntu ]; then
+	die "the headers of $KREL lack the kernel's compiled Rust crates; Ubuntu ships them: apt install linux-lib-rust-$KREL (then nothing needs building; the module builds with the rustc and bindgen $KREL names: $(config_text CONFIG_RUSTC_VERSION_TEXT "$CONFIG"), $(config_text CONFIG_BINDGEN_VERSION_TEXT "$CONFIG"))"
+fi
 
 # --- the toolchain the kernel's config names --------------------------------
 RUSTC_WANT=$(config_text CONFIG_RUSTC_VERSION_TEXT "$CONFIG")

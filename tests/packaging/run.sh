@@ -251,6 +251,19 @@ insh rust-headers-wrong-bindgen "mkdir -p /tmp/fakebin2 && printf '#!/bin/sh\nec
 	echo \"\$out\" | grep -q \"bindgen: the kernel needs 'bindgen 0.71.1'\""
 insh rust-headers-no-rust-kernel "mkdir -p /tmp/norust && echo 'CONFIG_MODULES=y' >/tmp/norust/.config
 	! out=\$(sh src/scripts/rust-headers.sh 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'without Rust support'"
+# Headers that carry the compiled crates already (a full tree, Ubuntu's
+# linux-lib-rust, Arch): used as they are, nothing built or cached.
+insh rust-headers-crates-present "rm -rf /tmp/withcrates && mkdir -p /tmp/withcrates/rust /tmp/withcrates/scripts &&
+	cp /usr/src/linux-headers-$KREL/.config /tmp/withcrates/ &&
+	touch /tmp/withcrates/rust/libkernel.rmeta /tmp/withcrates/rust/libmacros.so /tmp/withcrates/scripts/target.json &&
+	out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-crates sh src/scripts/rust-headers.sh $KREL /tmp/withcrates 2>&1) && echo \"\$out\" &&
+	echo \"\$out\" | grep -q 'Rust-capable already' && test ! -e /tmp/rh-crates &&
+	NVPM_RUST_HEADERS_CACHE=/tmp/rh-crates sh src/scripts/rust-headers.sh --dry-run $KREL /tmp/withcrates && test ! -e /tmp/rh-crates"
+# On Ubuntu, headers without the crates: the package that has them is named.
+insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/nocrates && cp /usr/src/linux-headers-$KREL/.config /tmp/nocrates/ &&
+	printf 'NAME=Ubuntu\\nID=ubuntu\\n' >/tmp/os-release-ubuntu &&
+	! out=\$(NVPM_OS_RELEASE=/tmp/os-release-ubuntu NVPM_RUST_HEADERS_CACHE=/tmp/rh-ub sh src/scripts/rust-headers.sh --dry-run $KREL /tmp/nocrates 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'apt install linux-lib-rust-$KREL' && test ! -e /tmp/rh-ub"
 insh rust-headers-dry-run-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /tmp/rh-dry"
 # DKMS keeps PRE_BUILD's output in make.log; the postinst says it first.
