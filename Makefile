@@ -10,6 +10,7 @@
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
+#   make check-anchor the guest scenarios with NVIDIA's own nvidia-peermem (part of make check)
 
 KDIR ?=
 KMAKE_FLAGS ?=
@@ -34,10 +35,11 @@ RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src
 
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
 	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
-	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H))) \
-	NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)"
+	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H)))
+# Whether KDIR's kernel checks the CRCs of imported symbols.
+MODVERSIONS = $(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR)/.config && echo y)
 
-.PHONY: all module vendor-headers sims tool provision check check-host check-guest check-kernels bench bench-profile lint fmt clean \
+.PHONY: all module vendor-headers sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -45,6 +47,9 @@ BENCH_JSON ?= build/bench.json
 BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT \
 	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT
 BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
+# `make check-anchor` (tests/anchor/run.sh): the same for its knobs.
+ANCHOR_VARS = ANCHOR_GROUPS ANCHOR_VERSION ANCHOR_DEADLOCK_MS
+ANCHOR_ENV = $(foreach v,$(ANCHOR_VARS),$(if $($(v)),$(v)="$($(v))"))
 # `make bench-profile` (tests/bench/profile/run.sh): the same for its knobs.
 PROFILE_VARS = PROFILE_CLIENTS PROFILE_SIZE PROFILE_LAYOUT PROFILE_COUNT PROFILE_COST PROFILE_TIMEOUT
 PROFILE_ENV = $(foreach v,$(PROFILE_VARS),$(if $($(v)),$(v)="$($(v))"))
@@ -83,6 +88,11 @@ tool:
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) check-guest'
 
+# NVIDIA's nvidia-peermem through the guest scenarios (tests/anchor/run.sh):
+# fetched from Debian into the cache and built in the root, not this module.
+check-anchor: provision tool
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(ANCHOR_ENV) check-anchor'
+
 bench: module tool
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(BENCH_ENV) bench'
 	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
@@ -103,15 +113,24 @@ else
 module: build/abi.symvers
 	@test -f $(KDIR)/scripts/target.json || { echo "$(KDIR) cannot build Rust modules (no scripts/target.json);" \
 		"for a distribution kernel's headers run: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; exit 1; }
-	@! grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR)/.config || [ "$(NVPM_EXTRA_SYMBOLS)" != "$(CURDIR)/build/abi.symvers" ] || { \
-		echo "$(KDIR) has CONFIG_MODVERSIONS=y: the stub symbol table (CRCs 0) would make a module the kernel refuses" \
-			"(\"disagrees about version of symbol\"); pass NVPM_EXTRA_SYMBOLS=\"<the NVIDIA driver's Module.symvers>" \
-			"<OFED's, e.g. /usr/src/ofa_kernel/$$(uname -m)/$(KREL)/Module.symvers>\"" >&2; exit 1; }
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
-	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) modules
+	@# A CONFIG_MODVERSIONS kernel refuses the stub's CRCs of 0 ("disagrees
+	@# about version of symbol"): the real tables, found or given, checked.
+	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
+	if [ "$(MODVERSIONS)" = y ]; then \
+		if [ "$$symbols" = "$(CURDIR)/build/abi.symvers" ]; then \
+			symbols=$$(scripts/find-symvers.sh "$(KREL)" | tr '\n' ' '); \
+		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; fi; \
+		echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; \
+	fi; \
+	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) NVPM_EXTRA_SYMBOLS="$$symbols" modules
 
 build/abi.symvers: scripts/abi-symvers.sh src/ffi/nv-p2p.h src/ffi/peer_mem.h
 	@mkdir -p build && scripts/abi-symvers.sh src/ffi >$@
+
+# NVIDIA's nvidia-peermem, built by tests/anchor/build.sh, in the guest scenarios.
+check-anchor: sims
+	$(ANCHOR_ENV) tests/anchor/run.sh
 
 # The simulated GPU driver and MOFED core (test infrastructure, tests/sim).
 sims:
@@ -119,12 +138,15 @@ sims:
 
 lint: build/abi.symvers
 	@mkdir -p build
-	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) CLIPPY=1 modules 2>&1 | tee build/clippy.log
+	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)" CLIPPY=1 modules 2>&1 | tee build/clippy.log
 	@! grep -E '^(warning|error)' build/clippy.log || { echo "lint: clippy reported the above"; exit 1; }
 	rustfmt --check --edition 2021 $(RUST_SOURCES)
-	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) modules
+	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) NVPM_EXTRA_SYMBOLS="$(NVPM_EXTRA_SYMBOLS)" modules
 
-check-guest: module sims
+# On a CONFIG_MODVERSIONS kernel the module carries the simulators' CRCs:
+# the guest loads them as the driver and the RDMA core.
+check-guest: sims
+	@$(MAKE) --no-print-directory module $(if $(MODVERSIONS),NVPM_EXTRA_SYMBOLS="$(CURDIR)/tests/sim/Module.symvers")
 	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" tests/guest/run.sh
 
 bench: module sims
@@ -192,7 +214,7 @@ MODULE_DESTDIR ?= /lib/modules/$(KREL)/extra
 LIBDIR_NVPM ?= /usr/lib/nvidia-peer-memory
 SYSTEMD_UNIT_DIR ?= /usr/lib/systemd/system
 MODPROBE_D_DIR ?= /usr/lib/modprobe.d
-DKMS_SOURCES = Makefile Kbuild VERSION dkms.conf scripts/abi-symvers.sh scripts/rust-headers.sh \
+DKMS_SOURCES = Makefile Kbuild VERSION dkms.conf scripts/abi-symvers.sh scripts/find-symvers.sh scripts/rust-headers.sh \
 	$(shell find src -path src/doctor -prune -o -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \
 		-o -name Cargo.toml \) ! -name abi_bindings.rs -print | LC_ALL=C sort)
 

@@ -128,6 +128,7 @@ fi
 # Ubuntu ships the compiled crates of its kernels (linux-lib-rust-KREL, which
 # links them into the headers): installing that is the fix there, and nothing
 # is built. NVPM_OS_RELEASE: another os-release file (tests).
+# shellcheck disable=SC1090 # os-release, or the tests' stand-in
 os_id=$(. "${NVPM_OS_RELEASE:-/etc/os-release}" 2>/dev/null && echo "${ID:-}") || os_id=
 if [ "$os_id" = ubuntu ]; then
 	die "the headers of $KREL lack the kernel's compiled Rust crates; Ubuntu ships them: apt install linux-lib-rust-$KREL (then nothing needs building; the module builds with the rustc and bindgen $KREL names: $(config_text CONFIG_RUSTC_VERSION_TEXT "$CONFIG"), $(config_text CONFIG_BINDGEN_VERSION_TEXT "$CONFIG"))"

@@ -193,9 +193,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
     match e {
         // Not GPU memory: the common, silent case.
         P2pError::Driver(e) if e == EINVAL => {}
-        P2pError::Driver(e)
-            if is_not_supported(e) && kind == PinKind::Persistent =>
-        {
+        P2pError::Driver(e) if is_not_supported(e) && kind == PinKind::Persistent => {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(
                     "persistent pinning refused (MIG or vGPU?): registrations fall back to revocable pages\n"

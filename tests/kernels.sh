@@ -6,7 +6,7 @@
 # simulators against it, boots Debian's own image of it in QEMU and runs the
 # load test and the client scenarios (01, 40-45). Ends with KERNELS-SUMMARY.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 mkdir -p build/logs
 pass=0 fail=0
 for series in ${NVPM_OTHER_KSERIES:-7.2}; do
@@ -27,8 +27,8 @@ for series in ${NVPM_OTHER_KSERIES:-7.2}; do
 		fail=$((fail + 1))
 		continue
 	fi
-	set -- $line
-	pass=$((pass + $2)) fail=$((fail + $4))
+	read -r _ p _ f _ <<<"$line"
+	pass=$((pass + p)) fail=$((fail + f))
 done
 echo "KERNELS-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

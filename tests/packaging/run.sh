@@ -142,7 +142,7 @@ inlog_progress() { # LOG SCRIPT
 # --- static checks --------------------------------------------------------------
 step "static checks"
 for f in packaging/nv_peer_mem.sh packaging/nv_peer_mem.init packaging/dkms-rebuild.sh packaging/kernel-postrm.sh \
-	scripts/rust-headers.sh scripts/stamp-version.sh build_module.sh debian/*.postinst debian/*.prerm debian/*.postrm \
+	scripts/rust-headers.sh scripts/find-symvers.sh scripts/stamp-version.sh build_module.sh debian/*.postinst debian/*.prerm debian/*.postrm \
 	tests/packaging/fake-kmod; do
 	insh "shellcheck:$f" "shellcheck -s sh src/$f"
 done
@@ -239,8 +239,21 @@ insh rpm-doctor-runs "rm -rf /tmp/rpmx && mkdir /tmp/rpmx && rpm2cpio rpmtop/RPM
 # --- rust-headers.sh: refusals --------------------------------------------------------------
 step "rust-headers.sh refuses what cannot work, with the reason"
 snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /root -o -path /build -o -path /var/cache/apt -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log -o -path /var/cache/debconf -o -path /var/cache/man -o -path /var/cache/ldconfig -o -path /var/lib/dkms/mok.key -o -path /var/lib/dkms/mok.pub -o -path /usr/src/linux-source-7.3.tar.xz -o -path /usr/share/doc/linux-source-7.3 -o -name "*.pyc" \) -prune -o -print' | LC_ALL=C sort; }
+# A CONFIG_MODVERSIONS kernel: the real CRCs, found where the driver's DKMS
+# build and OFED leave their Module.symvers (scripts/find-symvers.sh), or
+# given; never the stub's CRCs of 0. NVPM_SYSROOT roots the lookup in /tmp.
 insh modversions-needs-symvers "mkdir -p /tmp/mvk/scripts && touch /tmp/mvk/scripts/target.json && echo CONFIG_MODVERSIONS=y >/tmp/mvk/.config
-	! out=\$(make -C src KDIR=/tmp/mvk module 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'CONFIG_MODVERSIONS=y: the stub symbol table'"
+	! out=\$(NVPM_SYSROOT=/tmp/mv-none make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'no Module.symvers found for:' && echo \"\$out\" | grep -q \"the NVIDIA driver's (nvidia_p2p_\\*)\" &&
+	echo \"\$out\" | grep -q \"the RDMA core's (ib_register_peer_memory_client)\""
+insh modversions-finds-symvers "mkdir -p /tmp/mv/usr/src/nvidia-580.95.05 /tmp/mv/usr/src/ofa_kernel/default &&
+	printf '0x1234abcd\\tnvidia_p2p_get_pages\\tnvidia\\tEXPORT_SYMBOL_GPL\\t\\n' >/tmp/mv/usr/src/nvidia-580.95.05/Module.symvers &&
+	printf '0x2345bcde\\tib_register_peer_memory_client\\tib_core\\tEXPORT_SYMBOL\\t\\n' >/tmp/mv/usr/src/ofa_kernel/default/Module.symvers &&
+	out=\$(NVPM_SYSROOT=/tmp/mv make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1 || :); echo \"\$out\"
+	echo \"\$out\" | grep -qF 'CONFIG_MODVERSIONS=y: CRCs from /tmp/mv/usr/src/nvidia-580.95.05/Module.symvers /tmp/mv/usr/src/ofa_kernel/default/Module.symvers'"
+insh modversions-refuses-stub "printf '0x00000000\\tnvidia_p2p_get_pages\\tnvidia\\tEXPORT_SYMBOL_GPL\\t\\n' >/tmp/stub.symvers &&
+	! out=\$(make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic NVPM_EXTRA_SYMBOLS=/tmp/stub.symvers module 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'has CRCs of 0: it is not from a CONFIG_MODVERSIONS build'"
 insh rust-headers-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /usr/src/linux-headers-$KREL/scripts/target.json"
 insh rust-headers-wrong-rustc "mkdir -p /tmp/fakebin && printf '#!/bin/sh\necho rustc 1.96.1 (fake)\n' >/tmp/fakebin/rustc && chmod +x /tmp/fakebin/rustc
