@@ -260,6 +260,7 @@ static struct {
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
 	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
+	atomic_t frees_running;		/* cudaFrees not finished (frees.running) */
 	atomic_long_t violations[V_COUNT];
 	struct dentry *debugfs;
 } gsim;
@@ -1186,16 +1187,17 @@ static int gsim_map_read_table(struct pci_dev *peer, struct nvidia_p2p_page_tabl
  * The part of dma_map_pages after the API lock: inserts the mapping into
  * the table's list under its semaphore. If the free path freed the table
  * meanwhile, the real driver writes into freed memory here, a window no
- * client can close: the mapping is handed out anyway (its addresses poison,
- * as the pages are gone), kept on gsim.stray_mappings and counted in
- * raced_maps; the table's tombstone makes any unmap of it a violation.
+ * client can close: the mapping is handed out anyway, as the driver's is,
+ * built from the table read before the free (a valid version, the freed
+ * pages' addresses: a client that uses it maps memory the GPU gave back),
+ * kept on gsim.stray_mappings and counted in raced_maps; the table's
+ * tombstone makes any unmap of it a violation.
  */
 static void gsim_map_insert(struct gsim_pin *pin, struct gsim_mapping *m)
 {
 	mutex_lock(&pin->table_lock);
 	mutex_lock(&gsim.lock);
 	if (pin->state == PIN_REVOKED || pin->state == PIN_PUT) {
-		gsim_poison_mapping(m);
 		list_add_tail(&m->node, &gsim.stray_mappings);
 		atomic_long_inc(&gsim.raced_maps);
 	} else {
@@ -1347,6 +1349,7 @@ static int gsim_free(u64 va, bool hold)
 
 	if (gsim_in_callback())
 		return -EDEADLK;	/* a test hook misused; never from a client */
+	atomic_inc(&gsim.frees_running);
 	gsim_api_lock(FN_FREE);
 	mutex_lock(&gsim.lock);
 	list_for_each_entry(buf, &gsim.buffers, node)
@@ -1354,6 +1357,7 @@ static int gsim_free(u64 va, bool hold)
 			goto found;
 	mutex_unlock(&gsim.lock);
 	gsim_api_unlock();
+	atomic_dec(&gsim.frees_running);
 	return -EINVAL;
 
 found:
@@ -1380,6 +1384,7 @@ found:
 	mutex_unlock(&gsim.lock);
 	WRITE_ONCE(gsim.freeing, false);
 	gsim_api_unlock();
+	atomic_dec(&gsim.frees_running);
 	return fired;
 }
 
@@ -1482,16 +1487,23 @@ arm:
 	return 0;
 }
 
+/* "reset": every counter but the live counts; "reset violations": those only. */
 static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 {
 	int i;
 
+	if (argc > 1 && strcmp(argv[1], "violations")) {
+		sim_reply(r, "error: reset takes nothing or 'violations'\n");
+		return -EINVAL;
+	}
+	for (i = 0; i < V_COUNT; i++)
+		atomic_long_set(&gsim.violations[i], 0);
+	if (argc > 1)
+		return 0;
 	for (i = 0; i < FN_COUNT; i++) {
 		atomic_long_set(&gsim.calls[i], 0);
 		atomic_long_set(&gsim.errors[i], 0);
 	}
-	for (i = 0; i < V_COUNT; i++)
-		atomic_long_set(&gsim.violations[i], 0);
 	atomic_long_set(&gsim.callbacks, 0);
 	atomic_long_set(&gsim.raced_maps, 0);
 	atomic_long_set(&gsim.api_waits, 0);
@@ -1530,6 +1542,7 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
+	seq_printf(s, "frees.running %d\n", atomic_read(&gsim.frees_running));
 	for (i = 0; i < V_COUNT; i++) {
 		total += atomic_long_read(&gsim.violations[i]);
 		seq_printf(s, "violation.%s %ld\n", gsim_violation_names[i],

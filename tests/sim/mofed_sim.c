@@ -1741,17 +1741,24 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 	return 0;
 }
 
+/* "reset": the counters; "reset violations": the violation counters only. */
 static int msim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 {
 	int i;
 
+	if (argc > 1 && strcmp(argv[1], "violations")) {
+		sim_reply(r, "error: reset takes nothing or 'violations'\n");
+		return -EINVAL;
+	}
+	for (i = 0; i < V_COUNT; i++)
+		atomic_long_set(&msim.violations[i], 0);
+	if (argc > 1)
+		return 0;
 	atomic_long_set(&msim.registrations, 0);
 	atomic_long_set(&msim.reg_failures, 0);
 	atomic_long_set(&msim.deregistrations, 0);
 	atomic_long_set(&msim.invalidations, 0);
 	atomic_long_set(&msim.invalidations_unknown, 0);
-	for (i = 0; i < V_COUNT; i++)
-		atomic_long_set(&msim.violations[i], 0);
 	return 0;
 }
 

@@ -15,7 +15,7 @@ GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
   gpu inject FUNC NTH ERRNO [TIMES]     fail the NTH next call of FUNC (TIMES 0: forever)
   gpu inject off [FUNC]
   gpu set KNOB VALUE | gpu get KNOB     module parameters of nvidia
-  gpu counters | gpu counter NAME | gpu reset
+  gpu counters | gpu counter NAME | gpu reset [--violations]
   gpu runs VA                           lengths (in pages) of the buffer's contiguous runs
   gpu wait-idle [--timeout-ms MS]       wait until no pin or mapping is live; prints ns waited
   gpu buffers | pins | pages | devices | injections
@@ -35,7 +35,7 @@ MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
   core dereg ID --again dma_unmap|put_pages|both   then call them a second time (bad core)
            [--counted]                  ... counted as the core's own calls (its call_count check)
   core show ID [FIELD] | core sg ID | core state ID | core events ID
-  core counters | core counter NAME | core reset | core clients | core mrs | core mode
+  core counters | core counter NAME | core reset [--violations] | core clients | core mrs | core mode
 
 Checks (exit status 1 and a message when they fail):
   expect-sg ID      the MR's SG list maps its range to the GPU's DMA addresses

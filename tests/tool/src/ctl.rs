@@ -90,11 +90,29 @@ impl Ctl {
     }
 }
 
-/// nvidia_peermem's statistics (empty if the module is not loaded).
+/// nvidia_peermem's statistics (empty if the module is not loaded, or is
+/// one without them: NVIDIA's, in the anchor suite).
 pub fn stats() -> BTreeMap<String, i64> {
+    stats_opt().unwrap_or_default()
+}
+
+/// nvidia_peermem's statistics, if the loaded module has them. The stress
+/// commands check what the RDMA core and the driver see either way, and the
+/// module's own accounting only when it has some.
+pub fn stats_opt() -> Option<BTreeMap<String, i64>> {
     std::fs::read_to_string(format!("{}/{STATS}", debugfs()))
+        .ok()
         .map(|s| parse_counters(&s))
-        .unwrap_or_default()
+}
+
+/// nvidia_peermem's module reference count (None when it is not loaded). A
+/// client whose free callback the driver may still call must hold one, or
+/// the module could be unloaded under that callback.
+pub fn module_refcnt() -> Option<i64> {
+    let root = std::env::var("NVPM_SYSFS").unwrap_or_else(|_| "/sys".into());
+    std::fs::read_to_string(format!("{root}/module/nvidia_peermem/refcnt"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
 }
 
 /// A counter of a map read with [`Sim::counters`] or [`stats`] (0 if absent).

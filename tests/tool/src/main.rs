@@ -67,10 +67,11 @@ fn common(sim: &Sim, cmd: &str, args: &[String], views: &[&str]) -> Result<Strin
             Ok(sim.read("counters")?)
         }
         "counter" => Ok(format!("{}\n", sim.counter(one(args, "a counter name")?)?)),
-        "reset" => {
-            none(args)?;
-            Ok(sim.ctl("reset")?)
-        }
+        "reset" => match args {
+            [] => Ok(sim.ctl("reset")?),
+            [v] if v == "--violations" => Ok(sim.ctl("reset violations")?),
+            _ => usage("reset takes nothing or --violations"),
+        },
         v if views.contains(&v) => {
             none(args)?;
             Ok(sim.read(v)?)
