@@ -7,12 +7,15 @@
 #
 # Env: KREL, VMLINUZ, DEBIAN_MODULES (from kernel.env; `make check-debug` points
 # them at the debug kernel's release, bzImage and installed modules dir);
-# GUEST_SCENARIOS to pick scenarios (glob, default all); GUEST_SCENARIO_DIR
+# GUEST_SCENARIOS to pick scenarios (globs, default all); GUEST_SCENARIO_DIR
 # where they are (default tests/guest/scenarios; `make bench` uses
 # tests/bench); GUEST_FILES extra files for the guest's /tests (e.g.
 # parameters a scenario sources); GUEST_TIMEOUT seconds (default 600);
 # GUEST_OUT the output directory (default build/guest); GUEST_EXTRA_KO
-# space-separated extra .ko files for /lib/modules/.../extra; GUEST_QEMU_ARGS
+# space-separated extra .ko files for /lib/modules/.../extra; GUEST_PEERMEM_KO
+# the module installed as nvidia_peermem.ko (default ours; the anchor suite:
+# NVIDIA's, tests/anchor/run.sh) and GUEST_EXPECTED_VERSION its version (default
+# VERSION); GUEST_QEMU_ARGS
 # extra QEMU options (`make bench`: -icount); GUEST_APPEND extra kernel
 # parameters; GUEST_KMEMLEAK=1 to scan for leaks after the scenarios (the
 # kernel needs kmemleak) and fail on any report.
@@ -46,7 +49,7 @@ touch "$MODDIR"/modules.order "$MODDIR"/modules.builtin "$MODDIR"/modules.builti
 # Debian's real ib_core and everything it needs.
 need=$(awk -F: '$1 ~ /\/ib_core\.ko/ {print $1 $2}' "$DEBIAN_MODULES/modules.dep")
 for m in $need; do mkdir -p "$MODDIR/$(dirname "$m")" && cp "$DEBIAN_MODULES/$m" "$MODDIR/$m"; done
-cp nvidia_peermem.ko "$MODDIR/extra/"
+cp "${GUEST_PEERMEM_KO:-nvidia_peermem.ko}" "$MODDIR/extra/nvidia_peermem.ko"
 # The simulators' driver (tests/tool) and the doctor (src/doctor), built on
 # the host by `make tool`.
 for tool in nvpm-tool nvidia-peermem-doctor; do
@@ -59,13 +62,16 @@ depmod -b "$ROOT" "$KREL"
 # Scenarios and what they compare against.
 [ "${GUEST_KMEMLEAK:-0}" != 1 ] || touch "$ROOT/tests/kmemleak" # init scans when this exists
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
-for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/${GUEST_SCENARIOS:-*}.sh; do cp "$s" "$ROOT/tests/"; done
+# GUEST_SCENARIOS: one glob or several, separated by spaces.
+for g in ${GUEST_SCENARIOS:-*}; do
+	for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/$g.sh; do cp "$s" "$ROOT/tests/"; done
+done
 for f in ${GUEST_FILES:-}; do cp "$f" "$ROOT/tests/"; done
 # GUEST_ENV: KEY=VALUE words for the scenarios that read /tests/env (the stress suite's scale).
 # shellcheck disable=SC2086 # one word per line
 printf '%s\n' ${GUEST_ENV:-} >"$ROOT/tests/env"
 cp tests/stress/lib.sh "$ROOT/tests/stress-lib.sh"
-cat VERSION >"$ROOT/tests/expected-version"
+if [ -n "${GUEST_EXPECTED_VERSION:-}" ]; then echo "$GUEST_EXPECTED_VERSION"; else cat VERSION; fi >"$ROOT/tests/expected-version"
 # The service files as the packages install them, Debian's `service` and
 # dash (busybox sh runs its own applets, not kmod), staged for the
 # packaging scenarios (3x-*.sh), which install them.
@@ -99,6 +105,8 @@ grep -E '^NVPM-RESULT ' "$from" | sed 's/^NVPM-RESULT /  /' || true
 grep -E '^NVPM-FIGURES ' "$LOG.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
 pass=$(grep -c '^NVPM-RESULT PASS ' "$from" || true)
 fail=$(grep -c '^NVPM-RESULT FAIL ' "$from" || true)
+skipped=$(grep -c '^NVPM-RESULT SKIP ' "$from" || true)
+[ "$skipped" = 0 ] || echo "guest: $skipped check(s) skipped (SKIP lines above: not for this module)"
 if ! grep -q '^NVPM-DONE' "$LOG.txt"; then
 	echo "  FAIL guest/completed: the guest did not finish (crash or timeout); tail of the log:"
 	tail -n 30 "$LOG.txt" | sed 's/^/    /'

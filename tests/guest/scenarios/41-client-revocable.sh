@@ -31,19 +31,23 @@ for mode in modern mid legacy; do
 		expect_eq "$t/free-fires-callback" 1 "$(nvpm-tool gpu free "$va" 2>&1)"
 		expect_eq "$t/core-invalidated" 1 "$(nvpm-tool core events "$id" 2>&1)"
 		expect_ok "$t/dereg-after-invalidation" nvpm-tool core dereg "$id"
-		expect_match "$t/forwarded" "^invalidations_forwarded [1-9]" "$(cat $STATS)"
+		if own_feature "$t/forwarded"; then
+			expect_match "$t/forwarded" "^invalidations_forwarded [1-9]" "$(cat $STATS)"
+		fi
 		# Deregistration returns with the pages unpinned (BAR1 given back),
 		# even when the driver's unpin is slow (every call sleeps 20 ms):
 		# put_pages leaves the unpin to release, which waits for it.
 		va=$(nvpm-tool gpu alloc 64M --layout fragmented)
 		id=$(nvpm-tool core reg "$va" 64M --inval)
-		moved=$(awk '$1 == "deferred_releases" {print $2}' "$STATS")
+		moved=$(awk '$1 == "deferred_releases" {print $2}' "$STATS" 2>/dev/null)
 		nvpm-tool gpu set cost_us 20000
 		expect_ok "$t/slow-unpin-dereg" nvpm-tool core dereg "$id"
 		expect_counter "$t/unpinned-at-dereg" gpu pins.live 0
 		expect_counter "$t/unmapped-at-dereg" gpu mappings.live 0
-		expect_match "$t/unaccounted-at-dereg" "^pinned_bytes 0$" "$(cat $STATS)"
-		expect_match "$t/unpin-moved-to-release" "^deferred_releases $((moved + 1))$" "$(cat $STATS)"
+		if own_feature "$t/unpin-moved-to-release"; then
+			expect_match "$t/unaccounted-at-dereg" "^pinned_bytes 0$" "$(cat $STATS)"
+			expect_match "$t/unpin-moved-to-release" "^deferred_releases $((moved + 1))$" "$(cat $STATS)"
+		fi
 		nvpm-tool gpu set cost_us 0
 		expect_eq "$t/slow-unpin-free" 0 "$(nvpm-tool gpu free "$va" 2>&1)"
 		# A cudaFree whose callback runs while the module is inside the
@@ -57,8 +61,11 @@ for mode in modern mid legacy; do
 		expect_ok "$t/free-during-put/dereg" nvpm-tool core dereg "$id"
 		nvpm-tool gpu set free_during_put 0
 		nvpm-tool gpu set revoked_put_errno 0
+		expect_counter "$t/free-during-put/no-deadlock" gpu violation.deadlock 0
 		expect_counter "$t/free-during-put/callback" gpu callbacks $((cb + 1))
-		expect_match "$t/free-during-put/no-context-left" "^contexts_live 0$" "$(cat $STATS)"
+		if own_feature "$t/free-during-put/no-context-left"; then
+			expect_match "$t/free-during-put/no-context-left" "^contexts_live 0$" "$(cat $STATS)"
+		fi
 		expect_counter "$t/free-during-put/unpinned" gpu pins.live 0
 		unload_stack "$t"
 	done

@@ -12,7 +12,7 @@
 K64=65536
 
 # stat NAME: one of the module's statistics.
-stat() { awk -v n="$1" '$1 == n { print $2 }' "$STATS"; }
+stat() { awk -v n="$1" '$1 == n { print $2 }' "$STATS" 2>/dev/null; }
 
 # bad_reg NAME ERRNO VA SIZE [FLAGS...]: the registration fails with ERRNO
 # (exactly) and leaves nothing held.
@@ -53,7 +53,9 @@ for layout in default legacy; do
 	# Ranges.
 	d0=$(stat declines)
 	bad_reg "$t/zero-length" EFAULT "$a" 0 --unchecked $flags
-	expect_match "$t/zero-length/declined" "^[1-9]" $(($(stat declines) - d0))
+	if own_feature "$t/zero-length/declined"; then
+		expect_match "$t/zero-length/declined" "^[1-9]" $(($(stat declines) - d0))
+	fi
 	bad_reg "$t/wrap-around" EFAULT 0xffffffffffff0000 1M --unchecked $flags
 	bad_reg "$t/cover-wraps" EFAULT 0xfffffffffffe0001 0x1fffe $flags
 	good_reg "$t/unaligned-start" $((a + 4097)) $((0x100000 - 4097)) $flags
@@ -89,18 +91,27 @@ for layout in default legacy; do
 	bad_reg "$t/non-pci-device" EINVAL "$a" 1M --nonpci $flags
 	expect_eq "$t/non-pci-device/driver-not-called" "$m0" "$(nvpm-tool gpu counter calls.dma_map_pages)"
 
-	# What the driver hands back is checked before use.
-	for bad in page_size pt_version entries; do
-		nvpm-tool gpu set bad_data $bad
-		bad_reg "$t/driver-$bad" EFAULT "$a" 1M $flags
-	done
+	# What the driver hands back is checked before use: a 4 KiB page size
+	# is declined (EFAULT) or refused at dma_map (EINVAL), never handed to
+	# the driver's dma_map_pages. The page table's version and entry count
+	# are this module's own checks (the anchor comes with its driver).
+	nvpm-tool gpu set bad_data page_size
+	bad_reg "$t/driver-page_size" "EFAULT|EINVAL" "$a" 1M $flags
+	if own_feature "$t/driver-pt_version+entries"; then
+		for bad in pt_version entries; do
+			nvpm-tool gpu set bad_data $bad
+			bad_reg "$t/driver-$bad" EFAULT "$a" 1M $flags
+		done
+	fi
 	expect_counter "$t/driver-page_size/never-mapped" gpu violation.bad_page_size 0
 	nvpm-tool gpu set bad_data dma_version
 	bad_reg "$t/driver-dma_version" EINVAL "$a" 1M $flags
 	nvpm-tool gpu set bad_data none
 	nvpm-tool gpu set cpu_cacheable 1
 	good_reg "$t/cpu-cacheable" "$a" 1M $flags
-	expect_dmesg "$t/cpu-cacheable/logged" "nvidia_peermem: pages at .* are CPU-cacheable"
+	if own_feature "$t/cpu-cacheable/logged"; then
+		expect_dmesg "$t/cpu-cacheable/logged" "nvidia_peermem: pages at .* are CPU-cacheable"
+	fi
 	nvpm-tool gpu set cpu_cacheable 0
 	n0=$(dmesg | grep -c 'CPU-cacheable')
 	nvpm-tool gpu set page_table_version 1.2
@@ -109,8 +120,11 @@ for layout in default legacy; do
 	nvpm-tool gpu set page_table_version 2.0
 
 	# A core that calls dma_unmap or put_pages a second time: refused
-	# (EINVAL for dma_unmap), counted, the pages are given back once.
-	for again in dma_unmap put_pages both; do
+	# (EINVAL for dma_unmap), counted, the pages are given back once. No
+	# MOFED does that: this module's own defence.
+	agains="dma_unmap put_pages both"
+	own_feature "$t/second-calls" || agains=""
+	for again in $agains; do
 		n="$t/second-$again"
 		id=$(nvpm-tool core reg "$a" 1M $flags)
 		o0=$(stat errors_out_of_order)
