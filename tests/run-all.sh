@@ -23,6 +23,8 @@ run_suite() { # name command...
 t0=$SECONDS
 run_suite host tests/host/run.sh
 run_suite guest make --no-print-directory check-guest
+# NVIDIA's own module through the same scenarios (tests/anchor/run.sh).
+run_suite anchor make --no-print-directory check-anchor
 run_suite packaging tests/packaging/run.sh
 run_suite kernels tests/kernels.sh
 # Last: it rebuilds the module and simulators against the debug kernel.

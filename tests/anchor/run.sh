@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The `anchor` suite (make check-anchor, part of make check): NVIDIA's own
+# nvidia-peermem (tests/anchor/build.sh) as the module under test, through
+# every scenario of what the RDMA core and the driver see (tests/README.md,
+# "The anchor"). Runs inside the trixie root (repo at /src) after `make sims`.
+#
+# Each group of scenarios boots a guest of its own, bounded by GUEST_TIMEOUT,
+# so that a guest the anchor hangs or crashes spoils only its group: the
+# suite still runs the others and reports. In the guest, ANCHOR=1 makes the
+# scenarios skip checks of this project's own features (own_feature) and
+# expect the failures tests/anchor/anchor-expected lists, each the mark of
+# one of the anchor's known bugs.
+#
+# Env: ANCHOR_GROUPS (default all, names below), GUEST_TIMEOUT per boot
+# (default 900), ANCHOR_DEADLOCK_MS (the GPU simulator's deadlock_ms, default
+# 1000: how long the mid core's deadlock of bug 2696789 takes to be called
+# one), STRESS_* as for the guest suite (STRESS_CONC_OPS default 30000 here:
+# the anchor's mid-core deadlocks cost deadlock_ms each).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=build/anchor
+tests/anchor/build.sh || { echo "ANCHOR-SUMMARY 0 passed, 1 failed"; exit 1; }
+# shellcheck source=/dev/null
+. "$OUT/anchor.env"
+
+# name:scenario globs (space-separated)
+groups=(
+	"load:01-load"
+	"clients:40-* 41-* 42-* 43-* 45-*"
+	"badinput:50-* 51-*"
+	"faults:52-* 53-*"
+	"concurrent:55-*"
+)
+stress_configs=modern-revocable,mid-revocable,legacy-revocable
+pass=0 fail=0
+t0=$SECONDS
+for g in "${groups[@]}"; do
+	name=${g%%:*}
+	case " ${ANCHOR_GROUPS:-${groups[*]%%:*}} " in *" $name "*) ;; *) continue ;; esac
+	echo "=== anchor/$name: ${g#*:}"
+	t1=$SECONDS
+	GUEST_PEERMEM_KO=$OUT/nvidia_peermem.ko GUEST_EXPECTED_VERSION=$ANCHOR_VERSION \
+		GUEST_ENV="ANCHOR=1 GPU_DEADLOCK_MS=${ANCHOR_DEADLOCK_MS:-1000} STRESS_CONFIGS=${STRESS_CONFIGS:-$stress_configs} \
+STRESS_CONC_OPS=${STRESS_CONC_OPS:-30000} ${STRESS_RANDOM_OPS:+STRESS_RANDOM_OPS=$STRESS_RANDOM_OPS} ${STRESS_SEED:+STRESS_SEED=$STRESS_SEED}" \
+		GUEST_OUT=$OUT/$name GUEST_FILES=tests/anchor/anchor-expected GUEST_SCENARIOS="${g#*:}" \
+		GUEST_TIMEOUT=${GUEST_TIMEOUT:-900} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+		tests/guest/run.sh >"$OUT/$name.log" 2>&1
+	grep -E '^  FAIL|^guest: [0-9]+ check|anchor bug' "$OUT/$name.log" | sed 's/^/  /'
+	line=$(grep -E '^GUEST-SUMMARY [0-9]+ passed, [0-9]+ failed' "$OUT/$name.log" | tail -n1)
+	if [ -z "$line" ]; then
+		echo "  anchor/$name: no summary (the run broke), counted as 1 failure; see $OUT/$name.log"
+		fail=$((fail + 1))
+		continue
+	fi
+	p=$(echo "$line" | sed 's/.*SUMMARY \([0-9]*\) passed.*/\1/')
+	f=$(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')
+	pass=$((pass + p)) fail=$((fail + f))
+	echo "  anchor/$name: $p passed, $f failed in $((SECONDS - t1)) s (log $OUT/$name.log)"
+done
+echo "anchor: nvidia-peermem $ANCHOR_VERSION (nvidia-open-kernel-source $ANCHOR_PKG_VERSION), $((SECONDS - t0)) s"
+echo "ANCHOR-SUMMARY $pass passed, $fail failed"
+[ "$fail" = 0 ]
