@@ -63,7 +63,9 @@ depmod -b "$ROOT" "$KREL"
 [ "${GUEST_KMEMLEAK:-0}" != 1 ] || touch "$ROOT/tests/kmemleak" # init scans when this exists
 cp tests/guest/lib.sh tests/guest/client-lib.sh "$ROOT/tests/"
 # GUEST_SCENARIOS: one glob or several, separated by spaces.
-for g in ${GUEST_SCENARIOS:-*}; do
+# Split without expanding: an unquoted * would match the files here.
+read -ra scenario_globs <<<"${GUEST_SCENARIOS:-*}"
+for g in "${scenario_globs[@]}"; do
 	for s in "${GUEST_SCENARIO_DIR:-tests/guest/scenarios}"/$g.sh; do cp "$s" "$ROOT/tests/"; done
 done
 for f in ${GUEST_FILES:-}; do cp "$f" "$ROOT/tests/"; done
