@@ -90,6 +90,22 @@ static unsigned int max_seg_size = SZ_2G;
 module_param(max_seg_size, uint, 0444);
 MODULE_PARM_DESC(max_seg_size, "DMA max segment size set on the dma_device at load, as mlx5 does (default 2 GiB; 0: leave the device alone)");
 
+/*
+ * Client names: up to OFED 23.10 the core adds a kobject per client under
+ * /sys/kernel/mm/memory_peers, which refuses an empty or unterminated name
+ * and a duplicate; from 24.04 on it only initialises it (no kobject_add):
+ * every name registers, and of two clients with one name the first
+ * registered wins every acquire.
+ */
+enum msim_names { NAMES_CHECKED, NAMES_UNCHECKED };
+static const char *const msim_names_names[] = { "checked", "unchecked" };
+static int names = NAMES_CHECKED;
+static struct sim_enum_param names_param = {
+	msim_names_names, ARRAY_SIZE(msim_names_names), &names
+};
+module_param_cb(names, &sim_enum_param_ops, &names_param, 0444);
+MODULE_PARM_DESC(names, "Client names: checked (OFED <= 23.10: empty, unterminated and duplicate names refused) or unchecked (24.04+: all register, the first wins)");
+
 /* The HCA's work between dma_map and activation, mapping_lock held. */
 static unsigned int activation_delay_ms;
 module_param(activation_delay_ms, uint, 0644);
@@ -192,7 +208,8 @@ struct msim_mr {
 	bool trimmed;
 	struct scatterlist *trimmed_last;	/* the last SGE, kept as MOFED does */
 	dma_addr_t orig_first_addr;	/* before trimming */
-	unsigned int orig_first_len, orig_last_len;
+	unsigned int orig_first_len, orig_last_len;	/* DMA lengths */
+	unsigned int orig_first_length, orig_last_length;	/* sg->length */
 	u64 sg_va;			/* GPU VA of the first byte of the SG list */
 	struct msim_sge *sges;		/* copy of the SG list at activation */
 	unsigned int nsges;
@@ -250,8 +267,32 @@ static void msim_phase(struct msim_mr *mr, enum msim_phase ph)
 	mr->prof->mark = now;
 }
 
-#define msim_violation(v, fmt, ...) \
-	sim_violation(&msim.violations[v], fmt, ##__VA_ARGS__)
+/*
+ * Every check counted here is this project's own: MOFED makes none of them
+ * (../shared/research/mofed-core-observed.md, items 4 and 7). Each log line
+ * says what MOFED does instead; the simulator then does that too (an
+ * invalidation it ignores is ignored here), or, where MOFED would program
+ * the HCA with the client's bad table, refuses the registration.
+ */
+static const char *const msim_mofed_does[V_COUNT] = {
+	[V_SG_ALIGN] = "MOFED does not check: the HCA gets the SGE as it is",
+	[V_SG_COVERAGE] = "MOFED does not check: the MR maps another range",
+	[V_NMAP] = "MOFED does not check: nmap is its table's nents",
+	[V_PAGE_SIZE] = "MOFED does not check; a NULL get_page_size is a NULL call there",
+	[V_MAP_FAILURE] = "MOFED does not check the table a failed dma_map left",
+	[V_AFTER_RELEASE] = "MOFED ignores it, or invalidates a newer MR that reused the id",
+	[V_BAD_HANDLE] = "MOFED trusts the handle",
+	[V_NO_INVALIDATION] = "MOFED ignores it",
+	[V_UNMAP_RETURN] = "MOFED ignores the return value",
+	[V_CALL_COUNT] = "a self-check of this simulator",
+};
+
+#define msim_violation(v, fmt, ...)						\
+	do {									\
+		atomic_long_inc(&msim.violations[v]);				\
+		pr_err("contract violation: " fmt " [a check of this project's own: %s]\n", \
+		       ##__VA_ARGS__, msim_mofed_does[v]);			\
+	} while (0)
 
 static bool msim_legacy(void)
 {
@@ -426,7 +467,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	if (!peer_client)
 		return NULL;
 	name_len = strnlen(peer_client->name, IB_PEER_MEMORY_NAME_MAX);
-	if (!name_len || name_len == IB_PEER_MEMORY_NAME_MAX) {
+	if (names == NAMES_CHECKED && (!name_len || name_len == IB_PEER_MEMORY_NAME_MAX)) {
 		pr_err("peer memory client without a valid name refused\n");
 		return NULL;
 	}
@@ -452,7 +493,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 
 	mutex_lock(&msim.peer_mutex);
 	list_for_each_entry(other, &msim.clients, node) {
-		if (!strcmp(other->name, c->name)) {
+		if (names == NAMES_CHECKED && !strcmp(other->name, c->name)) {
 			mutex_unlock(&msim.peer_mutex);
 			pr_err("peer memory client %s is already registered\n", c->name);
 			kfree(c);
@@ -513,7 +554,10 @@ EXPORT_SYMBOL(ib_unregister_peer_memory_client);
  * and put_pages, the first time the core makes them: deregistration, or a
  * failed registration's unwinding; activate: after dma_map and the core's
  * checks, before the HCA activates the notifier, mapping_lock held, so that
- * the callback's invalidation lands in that window), and goes on once the
+ * the callback's invalidation lands in that window; destroy_mkey: between
+ * the two steps of a deregistration, after the client's dma_unmap and
+ * put_pages and before the core forgets the core context and calls
+ * release), and goes on once the
  * GPU's free callback
  * has started, as when an application's cudaFree races its ibv_reg_mr. The
  * buffer is the one starting at the MR's first 64 KiB page. The hook waits
@@ -522,12 +566,15 @@ EXPORT_SYMBOL(ib_unregister_peer_memory_client);
  */
 enum msim_free_at {
 	FREE_AT_NONE, FREE_AT_GET_PAGES, FREE_AT_DMA_MAP, FREE_AT_PUT_PAGES, FREE_AT_ACTIVATE,
+	FREE_AT_DESTROY_MKEY,
 };
 static const char *const msim_free_at_names[] = {
-	"none", "get_pages", "dma_map", "put_pages", "activate",
+	"none", "get_pages", "dma_map", "put_pages", "activate", "destroy_mkey",
 };
 
 static struct workqueue_struct *msim_free_wq;
+/* frees of free_at= that returned: the buffer had no revocable pin left. */
+static atomic_t msim_frees_done = ATOMIC_INIT(0);
 
 struct msim_free_work {
 	struct work_struct work;
@@ -542,6 +589,7 @@ static void msim_free_work_fn(struct work_struct *work)
 	w->free(w->va);
 	symbol_put(nvidia_sim_free);
 	kfree(w);
+	atomic_inc(&msim_frees_done);
 }
 
 static void msim_free_hook(struct msim_mr *mr, int stage)
@@ -550,6 +598,7 @@ static void msim_free_hook(struct msim_mr *mr, int stage)
 	struct msim_free_work *w;
 	unsigned long deadline;
 	long before;
+	int done;
 
 	if (mr->free_at != stage)
 		return;
@@ -570,9 +619,12 @@ static void msim_free_hook(struct msim_mr *mr, int stage)
 	w->va = ALIGN_DOWN(mr->va, MSIM_GPU_PAGE_SIZE);
 	INIT_WORK(&w->work, msim_free_work_fn);
 	before = started();
+	done = atomic_read(&msim_frees_done);
 	queue_work(msim_free_wq, &w->work);
+	/* Until the callback started, or the free returned without one. */
 	deadline = jiffies + 5 * HZ;
-	while (started() == before && time_before(jiffies, deadline))
+	while (started() == before && atomic_read(&msim_frees_done) == done &&
+	       time_before(jiffies, deadline))
 		msleep(1);
 	/* Let the client's callback get as far as it goes without us. */
 	msleep(20);
@@ -694,6 +746,7 @@ static void msim_forget_core_context(struct msim_mr *mr)
 		xa_erase(&c->umems, mr->core_context);
 }
 
+/* Restores the SGEs msim_trim trimmed (MOFED: before any dma_unmap). */
 static void msim_untrim(struct msim_mr *mr)
 {
 	struct scatterlist *first = mr->sgt.sgl, *last;
@@ -702,9 +755,22 @@ static void msim_untrim(struct msim_mr *mr)
 		return;
 	last = mr->trimmed_last;
 	sg_dma_len(last) = mr->orig_last_len;
+	last->length = mr->orig_last_length;
 	sg_dma_address(first) = mr->orig_first_addr;
 	sg_dma_len(first) = mr->orig_first_len;
+	first->length = mr->orig_first_length;
 	mr->trimmed = false;
+}
+
+/*
+ * 5.1+: the core's sg_table is zeroed whenever the umem leaves MAPPED
+ * (ib_unmap_peer_client's memset): the client's entries are its own to free,
+ * from its own copy of the table.
+ */
+static void msim_forget_sgt(struct msim_mr *mr)
+{
+	if (!msim_legacy())
+		memset(&mr->sgt, 0, sizeof(mr->sgt));
 }
 
 /* Undoes dma_map and get_pages, original SG list restored first. */
@@ -726,6 +792,7 @@ static void msim_unmap_put(struct msim_mr *mr)
 	msim_phase(mr, PH_PUT_PAGES);
 	mr->put_calls++;
 	msim_again_hook(mr);
+	msim_forget_sgt(mr);
 }
 
 /* The end of a client MR: release, and the client loses a user. */
@@ -865,16 +932,26 @@ static int msim_check_sg(struct msim_mr *mr, bool walk, struct sim_reply *r)
 	return 0;
 }
 
-/* 5.5+: trims the first and last SGE from the client's pages to PAGE_SIZE. */
+/*
+ * 5.5+: trims the first and last SGE from the client's pages to PAGE_SIZE,
+ * as fix_peer_sgls does: DMA address and length and sg->length, the last
+ * SGE found by walking orig_nents entries for index nents - 1. A client
+ * whose sg->length differs from its DMA length gets it trimmed all the same
+ * (it underflows where it is shorter); both come back before any dma_unmap.
+ */
 static int msim_trim(struct msim_mr *mr, struct sim_reply *r)
 {
-	struct scatterlist *first = mr->sgt.sgl, *last = sg_last(first, mr->nmap);
+	struct scatterlist *first = mr->sgt.sgl, *last = first, *sg;
 	u64 head = ALIGN_DOWN(mr->va, PAGE_SIZE) - mr->sg_va;
 	u64 tail = ALIGN(mr->va + mr->size, mr->page_size) -
 		   ALIGN(mr->va + mr->size, PAGE_SIZE);
+	unsigned int i;
 
 	if (mode != MODE_MODERN || mr->page_size == PAGE_SIZE)
 		return 0;
+	for_each_sg(mr->sgt.sgl, sg, mr->sgt.orig_nents, i)
+		if (i == mr->sgt.nents - 1)
+			last = sg;
 	if (sg_dma_len(first) <= head + (first == last ? tail : 0) ||
 	    sg_dma_len(last) <= tail) {
 		msim_violation(V_SG_COVERAGE, "%s: SGEs too short to trim to PAGE_SIZE",
@@ -884,11 +961,15 @@ static int msim_trim(struct msim_mr *mr, struct sim_reply *r)
 	}
 	mr->orig_first_addr = sg_dma_address(first);
 	mr->orig_first_len = sg_dma_len(first);
+	mr->orig_first_length = first->length;
 	mr->orig_last_len = sg_dma_len(last);
+	mr->orig_last_length = last->length;
 	mr->trimmed_last = last;
 	sg_dma_address(first) += head;
 	sg_dma_len(first) -= head;
+	first->length -= head;
 	sg_dma_len(last) -= tail;
+	last->length -= tail;
 	mr->sg_va += head;
 	mr->trimmed = true;
 	return 0;
@@ -946,6 +1027,59 @@ static int msim_activate(struct msim_mr *mr, struct sim_reply *r)
 	return ret;
 }
 
+/*
+ * The first step of a deregistration, ib_umem_stop_invalidation_notifier
+ * (5.1+): under mapping_lock the notifier is disarmed and a MAPPED umem
+ * becomes UNMAPPED; a client that does not unmap itself on invalidation gets
+ * dma_unmap and put_pages under that lock (bug 2696789's ordering), one that
+ * does gets them after it; an INVALIDATED umem's client tore its mapping
+ * down itself. With @locked the caller holds mapping_lock since the
+ * registration: the HCA gives up before activation (an mkey it cannot make).
+ */
+static void msim_stop(struct msim_mr *mr, bool locked)
+{
+	struct msim_client *c = mr->client;
+	bool unmap;
+
+	if (!locked)
+		mutex_lock(&mr->mapping_lock);
+	mr->active = false;
+	unmap = mr->state == MR_MAPPED;
+	if (unmap && !c->unmaps_on_invalidate)
+		msim_unmap_put(mr);
+	if (unmap)
+		WRITE_ONCE(mr->state, MR_UNMAPPED);
+	mutex_unlock(&mr->mapping_lock);
+	if (unmap && c->unmaps_on_invalidate)
+		msim_unmap_put(mr);
+}
+
+/*
+ * The second step, ib_umem_release after the HCA destroyed the mkey: the
+ * core context is forgotten (xa_erase), then release. Between the two steps
+ * a forwarded invalidation still finds the umem (UNMAPPED: nothing to do).
+ */
+static void msim_release_umem(struct msim_mr *mr)
+{
+	struct msim_client *c = mr->client;
+
+	msim_free_hook(mr, FREE_AT_DESTROY_MKEY);
+	if (msim_legacy())
+		mutex_lock(&c->lock);
+	msim_forget_core_context(mr);
+	if (msim_legacy())
+		mutex_unlock(&c->lock);
+	msim_release(mr);
+}
+
+/*
+ * A registration through a client, as ib_peer_umem_get and mlx5 make it:
+ * mapping_lock from before get_pages until activation; a failure before the
+ * mapping exists unwinds put_pages (only after a failed dma_map) -> xa_erase
+ * -> unlock mapping_lock -> release, as MOFED (mofed-core-observed.md 9);
+ * one after it (the simulator's own checks, a legacy core's latched
+ * invalidation) as the HCA's giving up: the deregistration's two steps.
+ */
 static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 {
 	const struct peer_memory_client *ops;
@@ -962,7 +1096,7 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	mutex_lock(&mr->mapping_lock);
 	ret = msim_assign_core_context(mr);
 	if (ret)
-		goto out_release;
+		goto out_unlock;
 	msim_free_hook(mr, FREE_AT_GET_PAGES);
 	msim_phase(mr, PH_CORE);
 	ret = ops->get_pages(mr->va, mr->size, 1, !mr->writable,
@@ -971,7 +1105,7 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 	msim_phase(mr, PH_GET_PAGES);
 	if (ret) {
 		sim_reply(r, "error: get_pages failed: %d\n", ret);
-		goto out_release;
+		goto out_forget;
 	}
 	if (msim_legacy()) {
 		/* <= 5.0 asks before dma_map; a bad answer: put_pages only. */
@@ -979,7 +1113,7 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		if (ret) {
 			ops->put_pages(&mr->sgt, mr->client_ctx);
 			mr->put_calls++;
-			goto out_release;
+			goto out_forget;
 		}
 	}
 	msim_free_hook(mr, FREE_AT_DMA_MAP);
@@ -989,8 +1123,9 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		/* MOFED's unwinding: put_pages without dma_unmap. */
 		ops->put_pages(&mr->sgt, mr->client_ctx);
 		mr->put_calls++;
-		goto out_release;
+		goto out_forget;
 	}
+	/* 5.1+: get_page_size after dma_map, under mapping_lock, then trimming. */
 	ret = msim_check_nmap(mr, r);
 	if (!ret)
 		ret = msim_check_sg(mr, !mr->nocheck, r);
@@ -998,25 +1133,38 @@ static int msim_reg_client(struct msim_mr *mr, struct sim_reply *r)
 		ret = msim_trim(mr, r);
 	if (!ret && !mr->nocheck)
 		ret = msim_snapshot_sgt(mr);
+	/* MOFED: the umem is MAPPED now; the HCA makes its mkey, then activates. */
+	if (!msim_legacy())
+		WRITE_ONCE(mr->state, MR_MAPPED);
 	if (!ret) {
 		msim_build_mkey(mr);
 		ret = msim_activate(mr, r);
 	}
 	msim_phase(mr, PH_CORE);
-	if (ret)
-		msim_unmap_put(mr);
-out_release:
-	mutex_unlock(&mr->mapping_lock);
-	if (ret) {
-		if (msim_legacy())
-			mutex_lock(&mr->client->lock);
-		msim_forget_core_context(mr);
-		if (msim_legacy())
-			mutex_unlock(&mr->client->lock);
-		msim_release(mr);
-	} else {
+	if (!ret) {
+		mutex_unlock(&mr->mapping_lock);
 		atomic_long_inc(&mr->client->regs);
+		return 0;
 	}
+	/* After dma_map: as an HCA that gives up before activation. */
+	if (msim_legacy()) {
+		msim_unmap_put(mr);
+		mutex_unlock(&mr->mapping_lock);
+	} else {
+		msim_stop(mr, true);
+	}
+	msim_release_umem(mr);
+	return ret;
+
+out_forget:
+	if (msim_legacy())
+		mutex_lock(&mr->client->lock);
+	msim_forget_core_context(mr);
+	if (msim_legacy())
+		mutex_unlock(&mr->client->lock);
+out_unlock:
+	mutex_unlock(&mr->mapping_lock);
+	msim_release(mr);
 	return ret;
 }
 
@@ -1036,14 +1184,15 @@ static void msim_dereg_client_legacy(struct msim_mr *mr)
 	/* Otherwise an invalidation already did everything, release included. */
 	if (mapped) {
 		msim_unmap_put(mr);
+		msim_free_hook(mr, FREE_AT_DESTROY_MKEY);
 		msim_release(mr);
 	}
 }
 
+/* Deregistration, 5.1+: two steps with the HCA's work between them. */
 static void msim_dereg_client(struct msim_mr *mr)
 {
 	struct msim_client *c = mr->client;
-	bool unmap;
 
 	msim_phase_start(mr);
 	atomic_long_inc(&c->deregs);
@@ -1051,19 +1200,8 @@ static void msim_dereg_client(struct msim_mr *mr)
 		msim_dereg_client_legacy(mr);
 		return;
 	}
-	mutex_lock(&mr->mapping_lock);
-	mr->active = false;
-	unmap = mr->state == MR_MAPPED;
-	if (unmap && !c->unmaps_on_invalidate)
-		msim_unmap_put(mr);	/* under mapping_lock: 2696789's ordering */
-	if (unmap)
-		WRITE_ONCE(mr->state, MR_UNMAPPED);
-	mutex_unlock(&mr->mapping_lock);
-	if (unmap && c->unmaps_on_invalidate)
-		msim_unmap_put(mr);
-	/* An INVALIDATED umem's client has torn its mapping down itself. */
-	msim_forget_core_context(mr);	/* MOFED: xa_erase, then release */
-	msim_release(mr);
+	msim_stop(mr, false);		/* UMR revoke, stop the notifier */
+	msim_release_umem(mr);		/* destroy_mkey, then ib_umem_release */
 	msim_phase(mr, PH_CORE);
 }
 
@@ -1114,8 +1252,14 @@ static void msim_invalidate_modern(struct msim_client *c, u64 core_context)
 	mutex_lock(&mr->mapping_lock);
 	atomic_inc(&mr->events);
 	if (mr->state == MR_MAPPED) {
-		/* Here mlx5 revokes the mkey: the HCA stops all DMA. */
+		/*
+		 * Here mlx5 revokes the mkey (if activated): the HCA stops all
+		 * DMA. The trimmed SGEs come back and the core's table is
+		 * zeroed before this returns (ib_unmap_peer_client).
+		 */
 		if (c->unmaps_on_invalidate) {
+			msim_untrim(mr);
+			msim_forget_sgt(mr);
 			WRITE_ONCE(mr->state, MR_INVALIDATED);
 		} else {
 			msim_unmap_put(mr);
@@ -1733,6 +1877,12 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 		  mr->page_size, PAGE_SIZE, mr->sg_va);
 	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
 		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
+	/* The core's own table: zeroed once unmapped (5.1+); sg->length of SGE 0. */
+	if (mr->direct || !mr->sgt.sgl)
+		sim_reply(r, "table %s\n", mr->direct ? "-" : "zeroed");
+	else
+		sim_reply(r, "table %u/%u\nfirst_sg_length %u\n", mr->sgt.nents,
+			  mr->sgt.orig_nents, mr->sgt.sgl->length);
 	if (mr->direct)
 		sim_reply(r, "pt_version %#x\npt_flags %#x\n", mr->pt_version, mr->pt_flags);
 	for (i = 0; i < mr->nsges; i++)

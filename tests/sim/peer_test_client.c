@@ -88,6 +88,15 @@ static bool coalesce;
 module_param(coalesce, bool, 0644);
 MODULE_PARM_DESC(coalesce, "Merge DMA-contiguous pages into one SGE");
 
+/* SGEs found trimmed at release: the core must restore them before. */
+static uint trimmed_at_release;
+module_param(trimmed_at_release, uint, 0444);
+MODULE_PARM_DESC(trimmed_at_release, "Self-check: SGEs whose DMA address or length (or sg->length) release found not as dma_map made them");
+
+static bool pin_in_acquire;
+module_param(pin_in_acquire, bool, 0644);
+MODULE_PARM_DESC(pin_in_acquire, "Pin in acquire and keep that pin for get_pages: one pin per registration (default: a probe pin and unpin in acquire, the pin in get_pages)");
+
 enum tc_bug {
 	TC_BUG_NONE, TC_BUG_PUT_IN_CALLBACK, TC_BUG_UNMAP_IN_CALLBACK, TC_BUG_DOUBLE_PUT,
 	TC_BUG_UNMAP_UNKNOWN, TC_BUG_MAP_AFTER_REVOKE, TC_BUG_LEAK_PINS, TC_BUG_SG_MISALIGNED,
@@ -146,7 +155,9 @@ struct tc_ctx {
 	struct nvidia_p2p_dma_mapping *dm;
 	struct nvidia_p2p_page_table *stale_pt;	/* for map_after_revoke */
 	struct pci_dev *peer;
-	struct sg_table *sgt;		/* the core's table, filled by dma_map */
+	struct sg_table sgt;		/* a copy of the core's table as dma_map made it */
+	bool sg_allocated;		/* sgt holds entries to free in release */
+	bool pinned_early;		/* pin_in_acquire: pt pinned by acquire */
 	bool revoked;			/* the free callback ran */
 	bool mapped;			/* dma_map succeeded, no dma_unmap yet */
 	bool unmapping;			/* a dma_unmap_pages is in flight */
@@ -195,6 +206,26 @@ static int tc_probe(struct tc_client *client, u64 va, u64 len)
 	return ret;
 }
 
+static void tc_free_callback(void *data);
+
+/* The registration's pin; a callback that came already leaves no table. */
+static int tc_pin(struct tc_ctx *ctx)
+{
+	struct nvidia_p2p_page_table *pt;
+	int ret;
+
+	if (ctx->client->persistent)
+		ret = nvidia_p2p_get_pages_persistent(ctx->va, ctx->len, &pt, 0);
+	else
+		ret = nvidia_p2p_get_pages(0, 0, ctx->va, ctx->len, &pt,
+					   tc_free_callback, ctx);
+	mutex_lock(&ctx->lock);
+	if (!ret && !ctx->revoked)
+		ctx->pt = pt;
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
 static void tc_fire_stale_invalidation(void)
 {
 	struct tc_client *client;
@@ -225,7 +256,13 @@ static int tc_acquire(struct tc_client *client, unsigned long addr, size_t size,
 	ctx->client = client;
 	ctx->va = ALIGN_DOWN(addr, TC_GPU_PAGE_SIZE);
 	ctx->len = ALIGN(addr + size, TC_GPU_PAGE_SIZE) - ctx->va;
-	if (tc_probe(client, ctx->va, ctx->len)) {
+	if (READ_ONCE(pin_in_acquire)) {
+		if (tc_pin(ctx)) {
+			kfree(ctx);
+			return 0;
+		}
+		ctx->pinned_early = true;
+	} else if (tc_probe(client, ctx->va, ctx->len)) {
 		kfree(ctx);
 		return 0;
 	}
@@ -307,22 +344,14 @@ static int tc_get_pages(unsigned long addr, size_t size, int write, int force,
 			struct sg_table *sg_head, void *client_context, u64 core_context)
 {
 	struct tc_ctx *ctx = client_context;
-	struct nvidia_p2p_page_table *pt;
-	int ret;
+	int ret = 0;
 
 	mutex_lock(&ctx->lock);
 	ctx->core_context = core_context;
 	mutex_unlock(&ctx->lock);
-	if (ctx->client->persistent)
-		ret = nvidia_p2p_get_pages_persistent(ctx->va, ctx->len, &pt, 0);
-	else
-		ret = nvidia_p2p_get_pages(0, 0, ctx->va, ctx->len, &pt,
-					   tc_free_callback, ctx);
 	/* A callback that came already leaves nothing to keep: dma_map fails. */
-	mutex_lock(&ctx->lock);
-	if (!ret && !ctx->revoked)
-		ctx->pt = pt;
-	mutex_unlock(&ctx->lock);
+	if (!ctx->pinned_early)
+		ret = tc_pin(ctx);
 	if (!ret)
 		tc_bad_invalidation(ctx->client, core_context);
 	return ret;
@@ -455,7 +484,12 @@ static int tc_dma_map(struct sg_table *sg_head, void *client_context,
 	ret = sg_alloc_table(sg_head, tc_count_sges(ctx->dm), GFP_KERNEL);
 	if (ret)
 		goto unmap;
-	ctx->sgt = sg_head;	/* freed in release: put_pages may be skipped */
+	/*
+	 * Freed in release, from this copy: put_pages may be skipped, and the
+	 * core zeroes its own table when it unmaps (MOFED 5.1+).
+	 */
+	ctx->sgt = *sg_head;
+	ctx->sg_allocated = true;
 	tc_fill_sges(sg_head, ctx->dm);
 	*nmap = sg_head->nents;
 	tc_break_sges(sg_head, nmap);
@@ -572,13 +606,54 @@ static unsigned long tc_get_page_size(void *client_context)
 	return READ_ONCE(tc_page_size);
 }
 
+/*
+ * Every SGE as tc_fill_sges made it: 64 KiB aligned, whole 64 KiB pages,
+ * sg->length equal to the DMA length. A core that trimmed them (5.5+) must
+ * have restored them by now; each one found otherwise is counted and logged.
+ */
+static void tc_check_untrimmed(struct sg_table *sgt)
+{
+	struct scatterlist *sg;
+	unsigned int i;
+
+	if (READ_ONCE(bug) != TC_BUG_NONE)
+		return;		/* the sg_* bugs break the table on purpose */
+	for_each_sg(sgt->sgl, sg, sgt->nents, i) {
+		if (IS_ALIGNED(sg_dma_address(sg), TC_GPU_PAGE_SIZE) &&
+		    IS_ALIGNED(sg_dma_len(sg), TC_GPU_PAGE_SIZE) && sg_dma_len(sg) &&
+		    sg->length == sg_dma_len(sg))
+			continue;
+		trimmed_at_release++;
+		pr_err("release: SGE %u not as dma_map made it (%#llx + %u, length %u)\n",
+		       i, (u64)sg_dma_address(sg), sg_dma_len(sg), sg->length);
+	}
+}
+
 static void tc_release(void *client_context)
 {
 	struct tc_ctx *ctx = client_context;
 	struct nvidia_p2p_dma_mapping *dm;
 
-	if (ctx->sgt)
-		sg_free_table(ctx->sgt);
+	if (ctx->sg_allocated) {
+		tc_check_untrimmed(&ctx->sgt);
+		sg_free_table(&ctx->sgt);
+	}
+	/*
+	 * pin_in_acquire: a registration the core gave up before get_pages
+	 * (or before put_pages) still holds acquire's pin. Not from inside our
+	 * callback (a legacy core releases there): the driver unpins then.
+	 */
+	if (ctx->pinned_early) {
+		struct nvidia_p2p_page_table *pt;
+
+		mutex_lock(&ctx->lock);
+		pt = ctx->revoked ? NULL : ctx->pt;
+		if (pt)
+			ctx->pt = NULL;
+		mutex_unlock(&ctx->lock);
+		if (pt)
+			tc_put(ctx->client, ctx->va, pt, false);
+	}
 	if (tc_has_bug(TC_BUG_MAP_AFTER_REVOKE) && ctx->stale_pt)
 		nvidia_p2p_dma_map_pages(ctx->peer, ctx->stale_pt, &dm);
 	if (tc_has_bug(TC_BUG_UNMAP_AFTER_REVOKE) && ctx->revoked && ctx->dm)

@@ -1,4 +1,5 @@
-# A cudaFree racing a registration, at each point of its life, in every
+# A cudaFree racing a registration, at each point of its life (and between
+# the two steps of its deregistration), in every
 # MOFED generation: the invalidation is never dropped (the registration fails
 # or ends invalidated), nothing is touched after the driver revoked it (the
 # GPU simulator counts any use after free), and nothing stays pinned.
@@ -13,12 +14,12 @@ for mode in modern mid legacy; do
 	peerdirect=0
 	[ $mode = legacy ] && peerdirect=1
 	load_stack $t "mode=$mode" "" "persistent_api_support=0 peerdirect_support=$peerdirect" || continue
-	for stage in get_pages dma_map put_pages; do
+	for stage in get_pages dma_map put_pages destroy_mkey; do
 		n="$t/free-before-$stage"
 		va=$(nvpm-tool gpu alloc 2M --layout fragmented)
 		cb0=$(nvpm-tool gpu counter callbacks)
 		if id=$(nvpm-tool core reg "$va" 2M --inval --free-at $stage 2>&1); then
-			if [ $stage = put_pages ]; then
+			if [ $stage = put_pages ] || [ $stage = destroy_mkey ]; then
 				expect_eq "$n/mapped-before-dereg" mapped "$(nvpm-tool core state "$id" 2>&1)"
 			else
 				# Registered before the callback got to the client: then it
@@ -31,7 +32,7 @@ for mode in modern mid legacy; do
 			# for its unpin in the callback, nor unpin inside that lock.
 			expect_counter "$n/no-deadlock" gpu violation.deadlock 0
 		else
-			if [ $stage = put_pages ]; then
+			if [ $stage = put_pages ] || [ $stage = destroy_mkey ]; then
 				fail "$n/reg" "$id"
 			else
 				expect_match "$n/reg-refused" "\\((EFAULT|EAGAIN|EINVAL)\\)" "$id"
@@ -39,9 +40,11 @@ for mode in modern mid legacy; do
 		fi
 		# One callback for the client's pin. Before get_pages, only a client
 		# that pins in acquire holds one: 0 is right for one that pins in
-		# get_pages.
+		# get_pages. Between the deregistration's two steps (destroy_mkey:
+		# after dma_unmap and put_pages, before release), only a client
+		# that unpins in release.
 		cbs=$(($(nvpm-tool gpu counter callbacks) - cb0))
-		if [ $stage = get_pages ]; then
+		if [ $stage = get_pages ] || [ $stage = destroy_mkey ]; then
 			expect_match "$n/at-most-one-callback" "^[01]$" "$cbs"
 		else
 			expect_eq "$n/one-callback" 1 "$cbs"

@@ -22,7 +22,7 @@ GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
 
 MOFED core simulator (mofed_peer_sim.ko, /sys/kernel/debug/mofed_peer_sim):
   core reg VA SIZE [--inval] [--ro] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
-           [--free-at get_pages|dma_map|activate|put_pages]  prints the MR id;
+           [--free-at get_pages|dma_map|activate|put_pages|destroy_mkey]  prints the MR id;
                                         --free-at: cudaFree the buffer just before that call
            [--unchecked]                 hand a zero or wrapping range to the clients as is
   core direct VA SIZE [--persistent] [--nonpci] [--count N [--nocheck] [--profile] [--drain]]
