@@ -1,16 +1,22 @@
 # The registration benchmark (`make bench`, tests/README.md "Benchmark"),
 # run in the guest as a scenario of tests/bench.
 #
-# For each buffer size and layout, four "clients" register and deregister
-# the same GPU buffer through the MOFED core simulator's timed loop
-# (`core reg|direct ... --count N --nocheck`):
+# Three stacks one after the other in this guest, each the simulators and
+# one module: this module ("ours", persistent_api_support=0, NVIDIA's legacy
+# layout, so that both clients are registered), NVIDIA's nvidia-peermem
+# ("anchor", /tests/anchor.ko, tests/anchor/build.sh; skipped when absent)
+# and peer_test_client as the best any client could do through this core
+# ("ideal": one pin per registration, coalesced SGEs, no module reference per
+# context). For each stack, buffer size and layout, its two clients and the
+# bare provider register and deregister the same GPU buffer through the
+# MOFED core simulator's timed loop (`core reg|direct ... --count N --nocheck`):
 #   bare_p     direct mode, nvidia_p2p_get_pages_persistent (no client)
-#   nv_mem_nc  nvidia_peermem's persistent client
+#   P          the stack's persistent client: nv_mem_nc, anchor_nc, ideal_nc
 #   bare_r     direct mode, nvidia_p2p_get_pages with a free callback
-#   nv_mem     nvidia_peermem's revocable client (MRs with --inval)
-# (module loaded with persistent_api_support=0, NVIDIA's legacy layout, so
-# that both clients are registered). Each client is compared with the bare
-# provider of the same API, in adjacent loops whose order alternates.
+#   R          its revocable client (MRs with --inval): nv_mem, anchor, ideal
+# Each client is compared with the bare provider of the same API, in
+# adjacent loops whose order alternates; the report compares this module's
+# rows with the anchor's and the ideal's of the same cell.
 #
 # Output: "NVPM-BENCH KIND key=value ..." lines for tests/bench/report.py;
 # NVPM-RESULT lines only for what must hold whatever the timings (every SG
@@ -44,11 +50,11 @@ bytes() {
 	esac
 }
 
-# counters: the GPU simulator's counters and the module's stats, one
-# "NAME VALUE" per line (stats prefixed "stats.").
+# counters: the GPU simulator's counters and the module's stats (this
+# module's only), one "NAME VALUE" per line (stats prefixed "stats.").
 counters() {
 	nvpm-tool gpu counters
-	sed 's/^/stats./' "$STATS"
+	sed 's/^/stats./' "$STATS" 2>/dev/null
 }
 
 # delta BEFORE AFTER: "NAME=DELTA ..." of the counters that matter here.
@@ -76,7 +82,9 @@ verify() {
 		return
 	fi
 	case $v_c in
-	nv_mem*) expect_eq "$v_t/owner" "$v_c" "$(nvpm-tool core show "$v_id" client 2>&1)" ;;
+	bare_*) ;;
+	anchor*) expect_eq "$v_t/owner" "nv_mem${v_c#anchor}" "$(nvpm-tool core show "$v_id" client 2>&1)" ;;
+	*) expect_eq "$v_t/owner" "$v_c" "$(nvpm-tool core show "$v_id" client 2>&1)" ;;
 	esac
 	expect_ok "$v_t/sg" nvpm-tool expect-sg "$v_id"
 	nmap=$(nvpm-tool core show "$v_id" nmap)
@@ -99,33 +107,81 @@ loop() {
 	res="$(echo "$l_out" | awk '{print "elapsed_ns=" $4 " drain_ns=" $8}') $(delta "$l_before" "$l_after")"
 }
 
-load_stack bench "mode=$BENCH_MODE" "" "persistent_api_support=0" || exit 1
-bench "env checks=$BENCH_CHECKS mode=$BENCH_MODE max_seg_size=$(cat /sys/module/mofed_peer_sim/parameters/max_seg_size) cpus=$(nproc) reps=$BENCH_REPS loop_ms=$BENCH_LOOP_MS kernel=$(uname -r)"
+# stack_load STACK: the simulators and STACK's module; sets P and R, its
+# persistent and revocable client rows.
+stack_load() {
+	case $1 in
+	ours)
+		load_stack "bench-$1" "mode=$BENCH_MODE" "" "persistent_api_support=0" || return 1
+		P=nv_mem_nc R=nv_mem
+		;;
+	anchor)
+		load_stack_sims "bench-$1" "mode=$BENCH_MODE" && insmod /tests/anchor.ko || {
+			fail "bench-$1/load" "NVIDIA's nvidia-peermem"
+			return 1
+		}
+		P=anchor_nc R=anchor
+		;;
+	ideal)
+		load_stack_sims "bench-$1" "mode=$BENCH_MODE" &&
+			modprobe peer_test_client name=ideal nc=1 coalesce=1 pin_in_acquire=1 hold_module=0 || {
+			fail "bench-$1/load" "peer_test_client"
+			return 1
+		}
+		P=ideal_nc R=ideal
+		;;
+	esac
+}
+
+# load_stack_sims NAME CORE_PARAMS: the simulators alone, fresh.
+load_stack_sims() {
+	for m in peer_test_client nvidia_peermem mofed_peer_sim nvidia; do ! loaded $m || rmmod $m; done
+	# shellcheck disable=SC2086 # parameters are words
+	modprobe mofed_peer_sim $2 && modprobe nvidia
+}
+
+stack_unload() {
+	case $1 in
+	ours) unload_stack "bench-$1" ;;
+	*)
+		expect_ok "bench-$1/clean" nvpm-tool expect-clean
+		for m in peer_test_client nvidia_peermem mofed_peer_sim nvidia; do ! loaded $m || rmmod $m; done
+		;;
+	esac
+}
+
+stacks="ours"
+[ ! -r /tests/anchor.ko ] || stacks="$stacks anchor"
+stacks="$stacks ideal"
+for stack in $stacks; do
+stack_load $stack || continue
+[ -n "${env_done:-}" ] || bench "env checks=$BENCH_CHECKS mode=$BENCH_MODE max_seg_size=$(cat /sys/module/mofed_peer_sim/parameters/max_seg_size) cpus=$(nproc) reps=$BENCH_REPS loop_ms=$BENCH_LOOP_MS kernel=$(uname -r) stacks=$(echo $stacks | tr ' ' ,)"
+env_done=1
 # Warm-up: the first loops after boot and load ran tens of times slower for a few
 # hundred guest ms (one-time work elsewhere in the guest); spend that first.
 va=$(nvpm-tool gpu alloc 64K)
-for c in bare_p bare_r nv_mem_nc nv_mem; do
-	reg_as "$c" "$va" 64K --count 20000 $nocheck --drain >/dev/null || fail "warm-up/$c" "loop failed"
+for c in bare_p bare_r $P $R; do
+	reg_as "$c" "$va" 64K --count 20000 $nocheck --drain >/dev/null || fail "$stack/warm-up/$c" "loop failed"
 done
 nvpm-tool gpu free "$va" >/dev/null
 for size in $BENCH_SIZES; do
 	b=$(bytes "$size")
 	for layout in $BENCH_LAYOUTS; do
-		cell="$size-$layout"
+		cell="$stack/$size-$layout"
 		va=$(nvpm-tool gpu alloc "$size" --layout "$layout") || {
 			fail "$cell/alloc" "$va"
 			continue
 		}
 		nvpm-tool gpu set cost_us 0
-		for c in bare_p bare_r nv_mem_nc nv_mem; do
+		for c in bare_p bare_r $P $R; do
 			verify "$cell/$c" "$c" "$va" "$size"
-			bench "sg client=$c layout=$layout size=$b nmap=$nmap runs=$(nvpm-tool gpu runs "$va" | wc -w)"
+			bench "sg stack=$stack client=$c layout=$layout size=$b nmap=$nmap runs=$(nvpm-tool gpu runs "$va" | wc -w)"
 		done
 		for cost in $BENCH_COSTS; do
 			nvpm-tool gpu set cost_us "$cost"
 			# Calibration: N cycles take about BENCH_LOOP_MS (the drain, a
 			# fraction of one cycle's unpins, is not part of it).
-			for c in bare_p bare_r nv_mem_nc nv_mem; do
+			for c in bare_p bare_r $P $R; do
 				# (twice: the first loop after a change of setting can be slow)
 				reg_as "$c" "$va" "$size" --count 20 $nocheck --drain >/dev/null
 				per=$(reg_as "$c" "$va" "$size" --count 20 $nocheck --drain | awk '{printf "%d\n", $4 / 20 + 1}')
@@ -140,27 +196,27 @@ for size in $BENCH_SIZES; do
 			while [ "$rep" -le "$BENCH_REPS" ]; do
 				# Pairs in adjacent loops; who goes first alternates.
 				if [ $((rep % 2)) = 1 ]; then
-					order="bare_p nv_mem_nc bare_r nv_mem"
+					order="bare_p $P bare_r $R"
 				else
-					order="nv_mem_nc bare_p nv_mem bare_r"
+					order="$P bare_p $R bare_r"
 				fi
 				for c in $order; do
 					eval "n=\$n_$c"
 					if loop "$cell/$c" "$c" "$va" "$size" "$n" && [ "$rep" -gt 0 ]; then
-						bench "loop cost=$cost client=$c layout=$layout size=$b rep=$rep count=$n $res"
+						bench "loop stack=$stack cost=$cost client=$c layout=$layout size=$b rep=$rep count=$n $res"
 					fi
 				done
 				rep=$((rep + 1))
 			done
 			# Where the time goes: one more loop per client, timed per phase
 			# (the time stamps cost time too: not used for the ratios).
-			for c in bare_p nv_mem_nc bare_r nv_mem; do
+			for c in bare_p $P bare_r $R; do
 				eval "n=\$n_$c"
 				out=$(reg_as "$c" "$va" "$size" --count "$n" $nocheck --profile --drain 2>&1) || {
 					fail "$cell/$c/profile" "$out"
 					continue
 				}
-				bench "profile cost=$cost client=$c layout=$layout size=$b $(echo "$out" | awk '
+				bench "profile stack=$stack cost=$cost client=$c layout=$layout size=$b $(echo "$out" | awk '
 					NR == 1 { printf "count=%d elapsed_ns=%d drain_ns=%d", $2, $4, $8 }
 					$1 == "phase" { printf " %s=%d", $2, $3 }')"
 			done
@@ -170,5 +226,6 @@ for size in $BENCH_SIZES; do
 		expect_nothing_held "$cell/clean"
 	done
 done
-unload_stack bench
+stack_unload $stack
+done
 bench "done"

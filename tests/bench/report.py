@@ -3,8 +3,17 @@
 """The registration benchmark's report (`make bench`, tests/README.md).
 
 Reads the NVPM-BENCH lines that tests/bench/10-registration.sh printed in the
-guest's serial log, prints a table per cost setting with the issue's targets
-(PASS/MISS), and writes the JSON rows.
+guest's serial log, prints a table per cost setting with the issues'
+targets (PASS/MISS), and writes the JSON rows.
+
+Three stacks are measured in the same guest, one after the other: this
+module ("ours"), NVIDIA's nvidia-peermem ("anchor") and peer_test_client as
+the ideal client ("ideal"); each client row is compared with the bare
+provider loops of its own stack, and this module's rows with the anchor's
+(speedup_vs_anchor: the anchor's time per registration over ours) and the
+ideal's (ratio_vs_ideal: ours over the ideal's) of the same cell. SGEs per
+registration are what the core received (its nmap) for the anchor and the
+ideal, this module's statistics for this module.
 
 Timing: one loop = N register/deregister cycles in the core simulator, timed
 in the kernel, plus the wait for unpins still running after the loop (drain,
@@ -39,10 +48,17 @@ CLIENTS = {
     # row name: (JSON client, API, bare baseline row)
     "bare_p": ("bare", "persistent", None),
     "nv_mem_nc": ("nv_mem_nc", "persistent", "bare_p"),
+    "anchor_nc": ("anchor", "persistent", "bare_p"),
+    "ideal_nc": ("ideal", "persistent", "bare_p"),
     "bare_r": ("bare", "revocable", None),
     "nv_mem": ("nv_mem", "revocable", "bare_r"),
+    "anchor": ("anchor", "revocable", "bare_r"),
+    "ideal": ("ideal", "revocable", "bare_r"),
 }
-ORDER = ["bare_p", "nv_mem_nc", "bare_r", "nv_mem"]
+ORDER = ["bare_p", "nv_mem_nc", "anchor_nc", "ideal_nc", "bare_r", "nv_mem", "anchor", "ideal"]
+OURS = {"nv_mem_nc", "nv_mem"}
+# this module's row -> the anchor's and the ideal's of the same API
+PEERS = {"nv_mem_nc": ("anchor_nc", "ideal_nc"), "nv_mem": ("anchor", "ideal")}
 CONTEXT_TYPE = "ArcInner<nvidia_peermem::nvidia_p2p::GpuPin<nvidia_peermem::client::RegState>>"
 # What llvm-dwarfdump read from the module, if it cannot be read now.
 CONTEXT_FALLBACK = 240
@@ -127,22 +143,26 @@ def parse(log):
             continue
         kind = m.group(1)
         kv = dict(re.findall(r"(\w+)=(\S+)", m.group(2)))
+        kv.setdefault("stack", "ours")
+        text = ("client", "layout", "stack")
         if kind == "env":
             env = kv
         elif kind == "sg":
-            sgs[(kv["client"], kv["layout"], int(kv["size"]))] = int(kv["nmap"])
+            sgs[(kv["stack"], kv["client"], kv["layout"], int(kv["size"]))] = int(kv["nmap"])
         elif kind == "loop":
             try:
-                loop = {k: (v if k in ("client", "layout") else int(v)) for k, v in kv.items()}
+                loop = {k: (v if k in text else int(v)) for k, v in kv.items()}
             except ValueError:
                 continue  # a line garbled by a kernel message
             loops.append(loop)
         elif kind == "profile":
             try:
-                prof = {k: (v if k in ("client", "layout") else int(v)) for k, v in kv.items()}
+                prof = {k: (v if k in text else int(v)) for k, v in kv.items()}
             except ValueError:
                 continue
-            profiles[(prof["cost"], prof["client"], prof["layout"], prof["size"])] = prof
+            # bare rows of the other stacks are baselines only
+            if prof["stack"] == "ours" or not prof["client"].startswith("bare"):
+                profiles[(prof["cost"], prof["client"], prof["layout"], prof["size"])] = prof
         elif kind == "done":
             done = True
     return env, sgs, loops, profiles, done
@@ -152,20 +172,32 @@ def ratio_target(size):
     return 1.15 if size < (2 << 20) else 1.05
 
 
+def ideal_target(size):
+    """Issue #21: this module over the ideal client."""
+    return 1.10 if size < (2 << 20) else 1.03
+
+
+def anchor_target(size):
+    """Issue #21, with the per-call cost: the anchor's time over ours."""
+    return 1.9 if size >= (64 << 20) else 1.45
+
+
 def analyse(sgs, loops, ctx_bytes, sg_size):
     cells = {}
     for lp in loops:
-        key = (lp["cost"], lp["client"], lp["layout"], lp["size"])
+        key = (lp["cost"], lp["stack"], lp["client"], lp["layout"], lp["size"])
         cells.setdefault(key, []).append(lp)
     rows = []
-    for (cost, client, layout, size), lps in sorted(cells.items()):
+    for (cost, stack, client, layout, size), lps in sorted(cells.items()):
+        if client.startswith("bare") and stack != "ours":
+            continue  # the other stacks' bare loops are their clients' baselines
         per = {lp["rep"]: (lp["elapsed_ns"] + lp["drain_ns"]) / lp["count"] for lp in lps}
         count = sum(lp["count"] for lp in lps)
         calls = {c: sum(lp.get(c, 0) for lp in lps) / count for c in API_CALLS}
         med = statistics.median(per.values())
         json_client, api, bare = CLIENTS[client]
         row = {
-            "cost_us": cost, "row": client, "client": json_client, "api": api,
+            "cost_us": cost, "stack": stack, "row": client, "client": json_client, "api": api,
             "layout": layout, "size_bytes": size, "reps": len(per), "count_per_rep":
             lps[0]["count"], "ns_per_reg": med, "ns_min": min(per.values()),
             "ns_max": max(per.values()), "regs_per_sec": 1e9 / med,
@@ -177,22 +209,37 @@ def analyse(sgs, loops, ctx_bytes, sg_size):
             "violations": sum(lp.get("violations", 0) for lp in lps),
         }
         if bare is None:
-            row["sges_per_reg"] = sgs.get((client, layout, size), 0)
+            row["sges_per_reg"] = sgs.get((stack, client, layout, size), 0)
             row["client_bytes_per_reg"] = 0
             row["ratios"] = [1.0]
         else:
-            row["sges_per_reg"] = sum(lp.get("sges", 0) for lp in lps) / count
-            nents = round(row["sges_per_reg"])
-            row["sg_bytes_per_reg"] = sg_table_bytes(nents, size, sg_size)
-            row["client_bytes_per_reg"] = kmalloc_size(ctx_bytes) + row["sg_bytes_per_reg"]
-            bare_lps = cells.get((cost, bare, layout, size), [])
+            if client in OURS:
+                row["sges_per_reg"] = sum(lp.get("sges", 0) for lp in lps) / count
+                nents = round(row["sges_per_reg"])
+                row["sg_bytes_per_reg"] = sg_table_bytes(nents, size, sg_size)
+                row["client_bytes_per_reg"] = kmalloc_size(ctx_bytes) + row["sg_bytes_per_reg"]
+            else:
+                # what the core received: its nmap of the verified registration
+                row["sges_per_reg"] = sgs.get((stack, client, layout, size), 0)
+                row["client_bytes_per_reg"] = None
+            bare_lps = cells.get((cost, stack, bare, layout, size), [])
             bare_per = {lp["rep"]: (lp["elapsed_ns"] + lp["drain_ns"]) / lp["count"]
                         for lp in bare_lps}
             row["ratios"] = [per[r] / bare_per[r] for r in per if r in bare_per]
-            row["sges_verified"] = sgs.get((client, layout, size))
+            row["sges_verified"] = sgs.get((stack, client, layout, size))
         row["ratio_vs_bare"] = statistics.median(row["ratios"]) if row["ratios"] else None
-        row["client_bytes_per_gib"] = row["client_bytes_per_reg"] * GIB / size
+        row["client_bytes_per_gib"] = (None if row["client_bytes_per_reg"] is None else
+                                       row["client_bytes_per_reg"] * GIB / size)
         rows.append(row)
+    # This module against the anchor and the ideal client of the same cell.
+    by = {(r["cost_us"], r["row"], r["layout"], r["size_bytes"]): r for r in rows}
+    for r in rows:
+        if r["row"] not in PEERS:
+            continue
+        anchor, ideal = (by.get((r["cost_us"], p, r["layout"], r["size_bytes"]))
+                         for p in PEERS[r["row"]])
+        r["speedup_vs_anchor"] = anchor["ns_per_reg"] / r["ns_per_reg"] if anchor else None
+        r["ratio_vs_ideal"] = r["ns_per_reg"] / ideal["ns_per_reg"] if ideal else None
     return rows
 
 
@@ -200,7 +247,7 @@ def judge(rows):
     """Targets per cost setting: list of (cost, name, verdict, detail)."""
     out = []
     for cost in sorted({r["cost_us"] for r in rows}):
-        rs = [r for r in rows if r["cost_us"] == cost and r["client"] != "bare"]
+        rs = [r for r in rows if r["cost_us"] == cost and r["row"] in OURS]
         for lo, name in ((0, "time/reg <= 1.15x bare at 64 KiB"),
                          (2 << 20, "time/reg <= 1.05x bare at 2 MiB and above")):
             sel = [r for r in rs if (r["size_bytes"] >= lo if lo else r["size_bytes"] < 2 << 20)]
@@ -226,6 +273,24 @@ def judge(rows):
                     "PASS" if g and all(r["client_bytes_per_gib"] <= 4096 for r in g) else "MISS",
                     ", ".join(f"{r['client']} {r['client_bytes_per_gib']:.0f} B" for r in g)
                     or "not measured"))
+        # Issue #21: against the ideal client, and (with the cost) the anchor.
+        for lo, name in ((0, "time/reg <= 1.10x ideal at 64 KiB"),
+                         (2 << 20, "time/reg <= 1.03x ideal at 2 MiB and above")):
+            sel = [r for r in rs if r.get("ratio_vs_ideal") is not None and
+                   (r["size_bytes"] >= lo if lo else r["size_bytes"] < 2 << 20)]
+            miss = [r for r in sel if r["ratio_vs_ideal"] > ideal_target(r["size_bytes"])]
+            detail = "; ".join(f"{r['client']} {r['layout']} {fmt_size(r['size_bytes'])} "
+                               f"{r['ratio_vs_ideal']:.3f}" for r in miss)
+            out.append((cost, name, "N/A" if not sel else "MISS" if miss else "PASS",
+                        f"{len(sel) - len(miss)}/{len(sel)} cells" + (f"; over: {detail}" if miss else "")))
+        if cost:
+            sel = [r for r in rs if r.get("speedup_vs_anchor") is not None]
+            miss = [r for r in sel if r["speedup_vs_anchor"] < anchor_target(r["size_bytes"])]
+            detail = "; ".join(f"{r['client']} {r['layout']} {fmt_size(r['size_bytes'])} "
+                               f"{r['speedup_vs_anchor']:.2f}" for r in miss)
+            out.append((cost, "anchor's time/reg >= 1.45x ours, >= 1.9x at 64 MiB and above",
+                        "N/A" if not sel else "MISS" if miss else "PASS",
+                        f"{len(sel) - len(miss)}/{len(sel)} cells" + (f"; under: {detail}" if miss else "")))
         viol = sum(r["violations"] for r in rows if r["cost_us"] == cost)
         if viol:
             out.append((cost, "no contract violation in the loops", "MISS", f"{viol} violations"))
@@ -245,6 +310,9 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
         print("guest time: real time (no -icount): the host's load shows in the timings")
     print("time/reg = (loop + drain of deferred unpins) / N, median over repetitions; "
           "spread = min..max; ratio = median of paired ratios to bare of the same API (min..max)")
+    print("anchor = NVIDIA's nvidia-peermem, ideal = peer_test_client (one pin, coalesced SGEs); "
+          "vs anchor = the anchor's time/reg over ours (speedup_vs_anchor), vs ideal = ours over "
+          "the ideal's (ratio_vs_ideal); the target column judges ours against bare")
     print(f"client memory derived: context {ctx_bytes} B ({ctx_src}) -> kmalloc "
           f"{kmalloc_size(ctx_bytes)} B, + scatterlist (SGEs x {sg_size} B in slab objects), "
           "per registration\n")
@@ -253,7 +321,8 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
               f"every nvidia_p2p_* call sleeps {cost} us (fsleep) before its work"))
         hdr = (f"{'layout':<11} {'size':>7} {'client':<10} {'api':<10} {'regs/s':>9} {'us/reg':>9} "
                f"{'spread':>15} {'ratio':>6} {'ratio range':>13} {'target':>7} {'calls':>5} "
-               f"{'pin/map/unmap/unpin':>19} {'SGEs/reg':>9} {'client mem/GiB':>14}")
+               f"{'pin/map/unmap/unpin':>19} {'SGEs/reg':>9} {'client mem/GiB':>14} "
+               f"{'vs anchor':>9} {'vs ideal':>8}")
         print(hdr)
         print("-" * len(hdr))
         for layout in ("contiguous", "fragmented"):
@@ -274,11 +343,18 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
                     counts = (f"{r['pins_per_reg']:g}/{r['maps_per_reg']:g}/"
                               f"{r['unmaps_per_reg']:g}/{r['unpins_per_reg']:g}")
                     spread = f"{r['ns_min'] / 1e3:.1f}..{r['ns_max'] / 1e3:.1f}"
-                    mem = "-" if r["client"] == "bare" else fmt_bytes(r["client_bytes_per_gib"])
+                    mem = ("-" if r["client_bytes_per_gib"] is None or r["client"] == "bare"
+                           else fmt_bytes(r["client_bytes_per_gib"]))
+                    if name in OURS and r["ratio_vs_bare"] is not None:
+                        tgt = f"{'PASS' if r['ratio_vs_bare'] <= ratio_target(size) else 'MISS'}"
+                    elif name not in OURS:
+                        tgt = ""
+                    va = (f"{r['speedup_vs_anchor']:.2f}x" if r.get("speedup_vs_anchor") else "")
+                    vi = (f"{r['ratio_vs_ideal']:.3f}" if r.get("ratio_vs_ideal") else "")
                     print(f"{layout:<11} {fmt_size(size):>7} {r['client']:<10} {r['api']:<10} "
                           f"{r['regs_per_sec']:>9.0f} {r['ns_per_reg'] / 1e3:>9.1f} {spread:>15} "
                           f"{ratio:>6} {rng:>13} {tgt:>7} {r['provider_calls_per_reg']:>5g} "
-                          f"{counts:>19} {r['sges_per_reg']:>9g} {mem:>14}")
+                          f"{counts:>19} {r['sges_per_reg']:>9g} {mem:>14} {va:>9} {vi:>8}")
         print()
         print(f"targets (cost_us={cost}):")
         for c, name, verdict, detail in verdicts:
@@ -312,12 +388,17 @@ def print_profiles(profiles):
             phases = [pr.get(p, 0) for p in PHASES]
             other = total - sum(phases)
             own = ""
+            if name not in ORDER:
+                continue
             bare = profiles.get((c, "bare_p", layout, size))
             if name == "nv_mem_nc" and bare:
                 mine = sum(pr.get(p, 0) for p in PHASES if p != "core")
                 theirs = sum(bare.get(p, 0) for p in ("get_pages", "dma_map", "dma_unmap", "put_pages"))
                 own = f"{(mine - theirs) / 1e3:.1f}"
-            print(f"{layout:<11} {fmt_size(size):>7} {CLIENTS[name][0] + ('(p)' if name == 'bare_p' else '(r)' if name == 'bare_r' else ''):<10} "
+            label = CLIENTS[name][0]
+            if label in ("bare", "anchor", "ideal"):
+                label += "(p)" if CLIENTS[name][1] == "persistent" else "(r)"
+            print(f"{layout:<11} {fmt_size(size):>7} {label:<10} "
                   f"{total / 1e3:>9.1f} " + " ".join(f"{v / 1e3:>9.1f}" for v in phases) +
                   f" {other / 1e3:>9.1f} {pr['drain_ns'] / n / 1e3:>9.1f} {own:>10}")
         print()
@@ -353,6 +434,7 @@ def main():
         print("bench: the guest did not finish every measurement", file=sys.stderr)
     keys = ["client", "layout", "size_bytes", "regs_per_sec", "ratio_vs_bare",
             "provider_calls_per_reg", "sges_per_reg", "client_bytes_per_gib",
+            "speedup_vs_anchor", "ratio_vs_ideal",
             # beyond the issue's keys: which run and API the row is, and its spread
             "cost_us", "api", "ns_per_reg", "ns_min", "ns_max", "reps", "count_per_rep",
             "drain_ns_per_reg", "pins_per_reg", "maps_per_reg", "unmaps_per_reg", "unpins_per_reg",
@@ -363,7 +445,7 @@ def main():
         o["guest_clock"] = f"icount {args.icount}" if args.icount != "off" else "real"
         o["ratio_min"] = min(r["ratios"]) if r["ratios"] else None
         o["ratio_max"] = max(r["ratios"]) if r["ratios"] else None
-        o["ratio_target_met"] = None if r["client"] == "bare" else bool(
+        o["ratio_target_met"] = None if r["row"] not in OURS else bool(
             r["ratio_vs_bare"] is not None and r["ratio_vs_bare"] <= ratio_target(r["size_bytes"]))
         out.append(o)
     with open(args.json, "w", encoding="utf-8") as f:

@@ -14,7 +14,9 @@
 #   BENCH_CHECKS    1: timed loops keep the core simulator's O(SGEs) checks (default 0)
 #   BENCH_ICOUNT    QEMU -icount setting (default shift=0,sleep=off: guest time is
 #                   1 ns per guest instruction, idle time is skipped; "off": real time)
-#   BENCH_TIMEOUT   seconds before the guest is killed (default 1500)
+#   BENCH_TIMEOUT   seconds before the guest is killed (default 3600)
+#   BENCH_ANCHOR    0: no anchor rows (default 1: NVIDIA's nvidia-peermem,
+#                   tests/anchor/build.sh, fetched and built if not cached)
 #   BENCH_OUT       output directory (default build/bench); the JSON goes to
 #                   build/bench.json (the Makefile copies it to $BENCH_JSON)
 set -euo pipefail
@@ -26,14 +28,27 @@ mkdir -p "$OUT"
 		[ -z "${!v:-}" ] || printf "%s='%s'\n" "$v" "${!v}"
 	done
 } >"$OUT/bench.env"
+# The anchor (NVIDIA's module) as /tests/anchor.ko; without it the bench
+# runs this module and the ideal client only.
+files=$OUT/bench.env
+rm -f "$OUT/anchor.ko"
+if [ "${BENCH_ANCHOR:-1}" != 0 ]; then
+	if tests/anchor/build.sh >"$OUT/anchor-build.log" 2>&1; then
+		cp build/anchor/nvidia_peermem.ko "$OUT/anchor.ko"
+		files="$files $OUT/anchor.ko"
+		echo "bench: anchor $(sed -n 's/^ANCHOR_VERSION=//p' build/anchor/anchor.env) (NVIDIA's nvidia-peermem)"
+	else
+		echo "bench: no anchor rows: tests/anchor/build.sh failed (see $OUT/anchor-build.log)"
+	fi
+fi
 icount=${BENCH_ICOUNT:-shift=0,sleep=off}
 qemu_args=
 [ "$icount" = off ] || qemu_args="-icount $icount"
 echo "bench: QEMU ${qemu_args:-without -icount: guest time is real time, other work on the host skews it}"
 echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0
-GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$OUT/bench.env \
-	GUEST_TIMEOUT=${BENCH_TIMEOUT:-1500} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$files \
+	GUEST_TIMEOUT=${BENCH_TIMEOUT:-3600} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 	tests/guest/run.sh >"$OUT/guest.log" 2>&1 || rc=$?
 grep -E '^guest:|FAIL|SUMMARY' "$OUT/guest.log" || true
 echo "bench: host load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -49,15 +49,16 @@ unload_stack() {
 # reg_as CLIENT VA SIZE [ARGS...]: one registration (or a timed loop) of
 # CLIENT through the core simulator: bare_p, bare_r (its direct mode:
 # persistent or revocable pages, no client), nv_mem_nc, nv_mem (MRs with
-# inval). The benchmarks' four "clients".
+# inval), and the benchmark's anchor_nc, anchor (NVIDIA's module loaded
+# instead) and ideal_nc, ideal (peer_test_client): the benchmarks' "clients".
 reg_as() {
 	r_c=$1 r_va=$2 r_size=$3
 	shift 3
 	case $r_c in
 	bare_p) nvpm-tool core direct "$r_va" "$r_size" --persistent "$@" ;;
 	bare_r) nvpm-tool core direct "$r_va" "$r_size" "$@" ;;
-	nv_mem_nc) nvpm-tool core reg "$r_va" "$r_size" "$@" ;;
-	nv_mem) nvpm-tool core reg "$r_va" "$r_size" --inval "$@" ;;
+	nv_mem_nc | anchor_nc | ideal_nc) nvpm-tool core reg "$r_va" "$r_size" "$@" ;;
+	nv_mem | anchor | ideal) nvpm-tool core reg "$r_va" "$r_size" --inval "$@" ;;
 	*) echo "reg_as: unknown client $r_c" >&2; return 2 ;;
 	esac
 }
