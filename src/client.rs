@@ -475,7 +475,7 @@ impl Clients {
                 Ok(r) => registrations.push(r, GFP_KERNEL)?,
                 Err(e) => {
                     pr_err!(
-                        "the RDMA core refused peer-memory client {}: another peer-memory module (nv_peer_mem, NVIDIA's nvidia-peermem) may have registered it, or the core is not MOFED/DOCA-OFED\n",
+                        "the RDMA core refused peer-memory client {}: a client of that name is already registered (nv_peer_mem or NVIDIA's nvidia-peermem loaded? MLNX_OFED/DOCA-OFED up to 23.10 list them in /sys/kernel/mm/memory_peers; 24.04 and later refuse no name and register a second one behind the first), or the core is out of memory\n",
                         name
                     );
                     return Err(e);
