@@ -1877,9 +1877,15 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 		  mr->page_size, PAGE_SIZE, mr->sg_va);
 	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
 		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
-	/* The core's own table: zeroed once unmapped (5.1+); sg->length of SGE 0. */
+	/*
+	 * The core's own table: zeroed once unmapped (5.1+); sg->length of SGE
+	 * 0, while the client's memory it points to is still the client's
+	 * (after release, a legacy core's unzeroed table points at freed memory).
+	 */
 	if (mr->direct || !mr->sgt.sgl)
 		sim_reply(r, "table %s\n", mr->direct ? "-" : "zeroed");
+	else if (READ_ONCE(mr->state) == MR_RELEASED)
+		sim_reply(r, "table %u/%u\n", mr->sgt.nents, mr->sgt.orig_nents);
 	else
 		sim_reply(r, "table %u/%u\nfirst_sg_length %u\n", mr->sgt.nents,
 			  mr->sgt.orig_nents, mr->sgt.sgl->length);
