@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Debug guest kernel: KASAN, lockdep, kmemleak, fault injection (scripts/debug.config
-# on top of x86_64_defconfig + kvm_guest.config). Built with clang (LLVM=-19;
+# Debug guest kernel: KASAN, lockdep, kmemleak, fault injection, and symbol
+# versions as Ubuntu's generic kernels have them (MODVERSIONS through
+# gendwarfksyms); scripts/debug.config on top of x86_64_defconfig +
+# kvm_guest.config. Built with clang (LLVM=-19;
 # KASAN with Rust needs a clang kernel) from the same linux-source-7.3 package
 # as the release KDIR (kernel.env), in its own source copy and O= dir inside
 # the trixie root, so the release KDIR is never touched. Cached by (source
 # package version, fragment, toolchain versions): a second run is instant.
 #
-#   scripts/debug-kernel.sh [build]    build what is missing; write $NVPM_CACHE/debug-kernel.env
+#   scripts/debug-kernel.sh [build]    build what is missing (the kernel, its headers tree);
+#                                      write $NVPM_CACHE/debug-kernel.env
 #   scripts/debug-kernel.sh cached     exit 0 if the current key is built; builds nothing
 #   scripts/debug-kernel.sh run CMD... CMD in the trixie root (scripts/in-chroot.sh) with KREL,
 #                                      KDIR, KMAKE_FLAGS, VMLINUZ, DEBIAN_MODULES and the guest
@@ -179,6 +182,25 @@ build() {
 		>"$DIR/modules_install.log" 2>&1 || die "modules_install failed, see $DIR/modules_install.log"
 }
 
+# The headers a distribution ships for building modules against this kernel:
+# what the kernel's own linux-headers .deb holds (its install-extmod-build),
+# the .config (as Debian's and Ubuntu's headers have it) and the compiled
+# Rust crates (as Ubuntu's linux-lib-rust adds them). The packaging suite
+# installs them for DKMS. About 1 s per 10 MB; made once per build.
+headers() {
+	local dest=$DROOT/headers/linux-headers-$1
+	[ -e "$DIR/headers/.complete" ] && return 0
+	rm -rf "$DIR/headers"
+	# shellcheck disable=SC2086 # DEBUG_KMAKE_FLAGS is a word list
+	in_chroot sh -ec "cd $OUT
+		make -s -C $SRC O=$OUT $DEBUG_KMAKE_FLAGS run-command KBUILD_RUN_COMMAND='$SRC/scripts/package/install-extmod-build $dest'
+		cp .config $dest/.config
+		mkdir -p $dest/rust && cp rust/*.rmeta rust/*.so $dest/rust/" >"$DIR/headers.log" 2>&1 ||
+		die "making the headers tree failed, see $DIR/headers.log"
+	touch "$DIR/headers/.complete"
+	log "headers tree: $DIR/headers/linux-headers-$1 ($(du -sxh "$DIR/headers" | cut -f1))"
+}
+
 write_env() {
 	local krel bzimage modules
 	krel=$(cat "$CHROOT$OUT/include/config/kernel.release")
@@ -187,6 +209,7 @@ write_env() {
 	[ -r "$bzimage" ] || die "$bzimage is missing"
 	find "$modules" -name 'ib_core.ko*' | grep -q . || die "no ib_core.ko under $modules"
 	[ -s "$modules/modules.dep" ] || die "$modules/modules.dep is missing (depmod)"
+	headers "$krel"
 	cat >"$DEBUG_ENV.tmp" <<EOT
 # Written by scripts/debug-kernel.sh: the debug guest kernel ($FRAGMENT).
 KPKGVER="$KPKGVER"
@@ -195,6 +218,7 @@ KDIR_CHROOT="$OUT"
 KDIR_HOST="$CHROOT$OUT"
 BZIMAGE="$bzimage"
 MODULES="$modules"
+HEADERS="$DIR/headers/linux-headers-$krel"
 KMAKE_FLAGS="$DEBUG_KMAKE_FLAGS"
 BOOT_APPEND="$BOOT_APPEND"
 BUILD_SECONDS="$(cat "$DIR/.complete")"

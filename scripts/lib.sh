@@ -8,7 +8,8 @@ NVPM_CACHE=${NVPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs}
 CHROOT=$NVPM_CACHE/trixie-v1
 CHROOT_PACKAGES="make gcc-14 gcc bc bison flex libssl-dev libelf-dev python3 kmod cpio \
 xz-utils zstd dwarves rustc rust-src rustfmt rust-clippy bindgen libclang1-19 libclang-19-dev \
-llvm-19 qemu-system-x86 busybox-static file binutils ca-certificates clang-19 lld-19"
+llvm-19 qemu-system-x86 busybox-static file binutils ca-certificates clang-19 lld-19 \
+libdw-dev"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
