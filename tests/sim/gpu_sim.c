@@ -1490,16 +1490,10 @@ arm:
 /* "reset": every counter but the live counts; "reset violations": those only. */
 static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 {
-	int i;
+	int i, all = sim_reset_violations(argc, argv, gsim.violations, V_COUNT, r);
 
-	if (argc > 1 && strcmp(argv[1], "violations")) {
-		sim_reply(r, "error: reset takes nothing or 'violations'\n");
-		return -EINVAL;
-	}
-	for (i = 0; i < V_COUNT; i++)
-		atomic_long_set(&gsim.violations[i], 0);
-	if (argc > 1)
-		return 0;
+	if (all <= 0)
+		return all;
 	for (i = 0; i < FN_COUNT; i++) {
 		atomic_long_set(&gsim.calls[i], 0);
 		atomic_long_set(&gsim.errors[i], 0);

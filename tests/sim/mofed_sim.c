@@ -1900,16 +1900,10 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 /* "reset": the counters; "reset violations": the violation counters only. */
 static int msim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 {
-	int i;
+	int all = sim_reset_violations(argc, argv, msim.violations, V_COUNT, r);
 
-	if (argc > 1 && strcmp(argv[1], "violations")) {
-		sim_reply(r, "error: reset takes nothing or 'violations'\n");
-		return -EINVAL;
-	}
-	for (i = 0; i < V_COUNT; i++)
-		atomic_long_set(&msim.violations[i], 0);
-	if (argc > 1)
-		return 0;
+	if (all <= 0)
+		return all;
 	atomic_long_set(&msim.registrations, 0);
 	atomic_long_set(&msim.reg_failures, 0);
 	atomic_long_set(&msim.deregistrations, 0);

@@ -205,6 +205,25 @@ static const struct file_operations name##_fops = {			\
 }
 
 /* A number: decimal, or hex with 0x. */
+/*
+ * "reset" and "reset violations", the first part: checks the argument and
+ * zeroes the n violation counters. Returns 1 when the other counters are
+ * to be zeroed too ("reset"), 0 when not, -EINVAL on any other argument.
+ */
+static inline int sim_reset_violations(int argc, char **argv, atomic_long_t *violations,
+				       int n, struct sim_reply *r)
+{
+	int i;
+
+	if (argc > 1 && strcmp(argv[1], "violations")) {
+		sim_reply(r, "error: reset takes nothing or 'violations'\n");
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		atomic_long_set(&violations[i], 0);
+	return argc == 1;
+}
+
 static inline int sim_parse_u64(const char *s, u64 *v)
 {
 	return kstrtou64(s, 0, v);
