@@ -7,6 +7,8 @@
 # load test and the client scenarios (01, 40-45). Ends with KERNELS-SUMMARY.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=tests/summary.sh
+. tests/summary.sh
 mkdir -p build/logs
 pass=0 fail=0
 for series in ${NVPM_OTHER_KSERIES:-7.2}; do
@@ -21,13 +23,12 @@ for series in ${NVPM_OTHER_KSERIES:-7.2}; do
 	NVPM_KERNEL_ENV=kernel-$series.env GUEST_SCENARIOS='[04][0-5]-*' GUEST_OUT=build/guest-$series \
 		scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" check-guest' 2>&1 |
 		tee "$log"
-	line=$(grep -E '^GUEST-SUMMARY [0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
-	if [ -z "$line" ]; then
+	if ! counts=$(summary_counts "$log" GUEST); then
 		echo "  FAIL kernels/$series/build: the module or the simulators did not build for it (see $log)"
 		fail=$((fail + 1))
 		continue
 	fi
-	read -r _ p _ f _ <<<"$line"
+	read -r p f <<<"$counts"
 	pass=$((pass + p)) fail=$((fail + f))
 done
 echo "KERNELS-SUMMARY $pass passed, $fail failed"

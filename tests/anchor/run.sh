@@ -17,7 +17,9 @@
 # one), STRESS_* as for the guest suite (STRESS_CONC_OPS default 30000 here:
 # the anchor's mid-core deadlocks cost deadlock_ms each).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=tests/summary.sh
+. tests/summary.sh
 OUT=build/anchor
 tests/anchor/build.sh || { echo "ANCHOR-SUMMARY 0 passed, 1 failed"; exit 1; }
 # shellcheck source=/dev/null
@@ -46,14 +48,12 @@ STRESS_CONC_OPS=${STRESS_CONC_OPS:-30000} ${STRESS_RANDOM_OPS:+STRESS_RANDOM_OPS
 		GUEST_TIMEOUT=${GUEST_TIMEOUT:-900} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 		tests/guest/run.sh >"$OUT/$name.log" 2>&1
 	grep -E '^  FAIL|^guest: [0-9]+ check|anchor bug' "$OUT/$name.log" | sed 's/^/  /'
-	line=$(grep -E '^GUEST-SUMMARY [0-9]+ passed, [0-9]+ failed' "$OUT/$name.log" | tail -n1)
-	if [ -z "$line" ]; then
+	if ! counts=$(summary_counts "$OUT/$name.log" GUEST); then
 		echo "  anchor/$name: no summary (the run broke), counted as 1 failure; see $OUT/$name.log"
 		fail=$((fail + 1))
 		continue
 	fi
-	p=$(echo "$line" | sed 's/.*SUMMARY \([0-9]*\) passed.*/\1/')
-	f=$(echo "$line" | sed 's/.* \([0-9]*\) failed.*/\1/')
+	read -r p f <<<"$counts"
 	pass=$((pass + p)) fail=$((fail + f))
 	echo "  anchor/$name: $p passed, $f failed in $((SECONDS - t1)) s (log $OUT/$name.log)"
 done
