@@ -68,12 +68,33 @@ do_start() {
 			return 1
 		fi
 	done
+	log_lines=$(dmesg 2>/dev/null | wc -l)
 	if modprobe "$MODULE" && loaded "$MODULE"; then
 		say "$MODULE loaded"
 		return 0
 	fi
+	crc_refusal "$log_lines"
 	warn "failed to load $MODULE (see dmesg; \`service nv_peer_mem doctor\` checks the whole stack)"
 	return 1
+}
+
+# On a CONFIG_MODVERSIONS kernel a module built with the CRCs of another
+# build of the GPU driver or of the RDMA core is refused ("disagrees about
+# version of symbol"): says whose, which files the build used (DKMS's
+# make.log) and how to rebuild. $1: kernel log lines before the modprobe.
+crc_refusal() {
+	sym=$(dmesg 2>/dev/null | tail -n +$(($1 + 1)) |
+		sed -n "s/.*$MODULE: disagrees about version of symbol \([A-Za-z0-9_]*\).*/\1/p" | head -n 1)
+	[ -n "$sym" ] || return 0
+	case $sym in
+	nvidia_p2p_*) whose="the NVIDIA driver" ;;
+	*peer_memory*) whose="the RDMA core (OFED)" ;;
+	*) whose="the kernel" ;;
+	esac
+	version=$(modinfo -F version "$MODULE" 2>/dev/null)
+	used=$(sed -n 's/^nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from //p' \
+		/var/lib/dkms/nvidia-peer-memory/"$version"/"$(uname -r)"/*/log/make.log 2>/dev/null | tail -n 1)
+	warn "the kernel refused $MODULE: its CRC of $sym is not the one $whose loaded now exports, so it was built against another build of $whose${used:+ (its build took the CRCs from $used)}; rebuild it against the installed one: /usr/lib/nvidia-peer-memory/dkms-rebuild --force (a DKMS build; by hand: make with NVPM_EXTRA_SYMBOLS naming the installed driver's and OFED's Module.symvers)"
 }
 
 do_stop() {

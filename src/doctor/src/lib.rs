@@ -18,6 +18,7 @@ pub mod checks;
 pub mod inflate;
 pub mod json;
 pub mod kconfig;
+pub mod klog;
 pub mod kmod;
 pub mod output;
 pub mod pci;

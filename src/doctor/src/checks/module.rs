@@ -3,7 +3,8 @@
 //! The module itself: loaded, its parameters, its statistics.
 
 use super::{kernel, list, Ctx, MODULE};
-use crate::kmod::{Origin, PEER_REGISTER};
+use crate::klog;
+use crate::kmod::{Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::report::{Check, Stat};
 
 /// The module's statistics in debugfs: one `name value` pair per line.
@@ -24,6 +25,9 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
         Some(rel) => format!("installed for kernel {rel}: {}", list(&ours_installed)),
     };
     let Some(module) = &ctx.ours else {
+        if let Some(check) = refused_for_crc(ctx, &installed) {
+            return check;
+        }
         let blockers = kernel::blockers(ctx);
         let fix = if !blockers.is_empty() {
             format!(
@@ -81,6 +85,58 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
         .detail(detail);
     }
     Check::ok(ID, format!("{MODULE}{version} is loaded")).detail(detail)
+}
+
+/// `module.loaded` when the kernel's log says it refused the module for a
+/// symbol's CRC (`CONFIG_MODVERSIONS`): it was built against the
+/// `Module.symvers` of another build of the driver or of the RDMA core.
+fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
+    const ID: &str = "module.loaded";
+    let sym = klog::crc_refusal(&klog::read(ctx.root), MODULE)?;
+    let whose = if sym.starts_with(NV_P2P_PREFIX) {
+        "the NVIDIA driver"
+    } else if sym.contains("peer_memory") {
+        "the RDMA core (OFED)"
+    } else {
+        "the kernel"
+    };
+    let mut detail = vec![
+        format!("kernel log: {MODULE}: disagrees about version of symbol {sym}"),
+        installed.to_string(),
+    ];
+    if let Some(files) = ctx.release.as_deref().and_then(|r| dkms_crc_sources(ctx, r)) {
+        detail.push(format!("its DKMS build took the CRCs from {files}"));
+    }
+    Some(
+        Check::fail(
+            ID,
+            format!(
+                "{MODULE} is not loaded: the kernel refused it, its CRC of {sym} is not the one {whose} loaded now exports"
+            ),
+            format!(
+                "it was built against the Module.symvers of another build of {whose}; rebuild it against the installed \
+                 one: /usr/lib/nvidia-peer-memory/dkms-rebuild --force (DKMS), or by hand `make KDIR=... \
+                 NVPM_EXTRA_SYMBOLS=\"<the driver's Module.symvers> <OFED's Module.symvers>\"`"
+            ),
+        )
+        .detail(detail),
+    )
+}
+
+/// The `Module.symvers` files DKMS's latest build of the module for `release`
+/// took its CRCs from (the Makefile's "CRCs from" line in make.log).
+fn dkms_crc_sources(ctx: &Ctx<'_>, release: &str) -> Option<String> {
+    const DKMS: &str = "/var/lib/dkms/nvidia-peer-memory";
+    const LINE: &str = "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ";
+    ctx.root.list(DKMS).iter().rev().find_map(|version| {
+        let dir = format!("{DKMS}/{version}/{release}");
+        ctx.root.list(&dir).iter().find_map(|arch| {
+            let log = ctx.root.read_text(&format!("{dir}/{arch}/log/make.log"))?;
+            log.lines()
+                .rev()
+                .find_map(|l| l.strip_prefix(LINE).map(|f| f.trim().to_string()))
+        })
+    })
 }
 
 /// `module.params`: the two parameters and what they select.

@@ -45,6 +45,7 @@ fixtures! {
     h100_vm => "h100-vm",
     iommu_passthrough => "iommu-passthrough",
     kernel_config_unreadable => "kernel-config-unreadable",
+    kernel_crc_refused => "kernel-crc-refused",
     kernel_mok_not_enrolled => "kernel-mok-not-enrolled",
     kernel_modversions_dwarf => "kernel-modversions-dwarf",
     kernel_modversions_genksyms => "kernel-modversions-genksyms",
