@@ -2,7 +2,7 @@
 #
 # Entry points (README.md):
 #   make            provision what is missing, build nvidia_peermem.ko for Debian's 7.3 kernel
-#   make check      host, guest (QEMU), packaging, kernels (Debian 7.2) and debug-kernel suites;
+#   make check      host, guest (QEMU), anchor, kernels (Debian 7.2), debug-kernel and packaging suites;
 #                   ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1 (warnings fail), rustfmt --check
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
@@ -33,11 +33,23 @@ NVPM_EXTRA_SYMBOLS ?= $(CURDIR)/build/abi.symvers
 
 RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src/*.rs))
 
-KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) \
+# A clang-built kernel (CONFIG_CC_IS_CLANG) wants its modules built with
+# clang and LLVM's tools too, of its clang's version: LLVM=-19 where clang-19
+# is on PATH (Debian's and Ubuntu's versioned tools), else LLVM=1. This
+# replaces no LLVM= or the plain LLVM=1 that DKMS passes for such kernels
+# (which fails where only versioned tools are installed); an LLVM= naming a
+# version or directory, or CC= or LLVM= in KMAKE_FLAGS, is left as given.
+KDIR_CONFIG = $(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf))
+KDIR_CLANG_MAJOR = $(if $(KDIR_CONFIG),$(shell sed -n 's/^CONFIG_CLANG_VERSION=\([1-9][0-9]*\)[0-9]\{4\}$$/\1/p' $(KDIR_CONFIG)))
+ifeq ($(filter-out 1,$(LLVM))$(findstring LLVM=,$(KMAKE_FLAGS))$(findstring CC=,$(KMAKE_FLAGS)),)
+KDIR_LLVM = $(if $(KDIR_CLANG_MAJOR),LLVM=$(if $(shell command -v clang-$(KDIR_CLANG_MAJOR)),-$(KDIR_CLANG_MAJOR),1))
+endif
+
+KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) \
 	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
 	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H)))
 # Whether KDIR's kernel checks the CRCs of imported symbols.
-MODVERSIONS = $(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR)/.config && echo y)
+MODVERSIONS = $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
 
 .PHONY: all module vendor-headers sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
@@ -114,6 +126,7 @@ module: build/abi.symvers
 	@test -f $(KDIR)/scripts/target.json || { echo "$(KDIR) cannot build Rust modules (no scripts/target.json);" \
 		"for a distribution kernel's headers run: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; exit 1; }
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
+	$(if $(KDIR_LLVM),@echo "nvidia_peermem: $(KDIR) was built with clang $(KDIR_CLANG_MAJOR): $(KDIR_LLVM)")
 	@# A CONFIG_MODVERSIONS kernel refuses the stub's CRCs of 0 ("disagrees
 	@# about version of symbol"): the real tables, found or given, checked.
 	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
@@ -134,7 +147,7 @@ check-anchor: sims
 
 # The simulated GPU driver and MOFED core (test infrastructure, tests/sim).
 sims:
-	@if [ -f tests/sim/Kbuild ]; then $(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) modules; fi
+	@if [ -f tests/sim/Kbuild ]; then $(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) $(KDIR_LLVM) modules; fi
 
 lint: build/abi.symvers
 	@mkdir -p build
@@ -199,7 +212,7 @@ check:
 
 clean:
 	@if [ -n "$(KDIR)" ]; then $(MAKE) -C $(KDIR) $(KBUILD_ARGS) clean && \
-		$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) clean; \
+		$(MAKE) -C $(KDIR) M=$(CURDIR)/tests/sim $(KMAKE_FLAGS) $(KDIR_LLVM) clean; \
 	else scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) clean'; fi
 	rm -rf target
 
@@ -251,5 +264,7 @@ install-doctor:
 	install -D -m 0755 $(DOCTOR_BIN) $(DESTDIR)$(BINDIR)/nvidia-peermem-doctor
 	install -D -m 0644 src/doctor/nvidia-peermem-doctor.1 $(DESTDIR)$(MAN1DIR)/nvidia-peermem-doctor.1
 
-check-packaging:
+# The DKMS build against a CONFIG_MODVERSIONS kernel boots the debug kernel
+# with the tests' tools, when that kernel is built (make debug-kernel).
+check-packaging: $(if $(KDIR),,tool)
 	@tests/packaging/run.sh

@@ -3,7 +3,8 @@
 # packaging suite runs (dpkg-buildpackage, dh-dkms, lintian, rpmbuild, rpmlint,
 # and the shell and unit checkers), DKMS, the Rust toolchain that Debian's 7.3
 # kernel names (and its cargo, which builds nvidia-peermem-doctor into the
-# packages), and Debian's *stock* headers for that kernel. linux-source and
+# packages), clang and LLVM 19 (the debug kernel, a MODVERSIONS target for
+# DKMS, is clang-built), and Debian's *stock* headers for that kernel. linux-source and
 # a second kernel's headers are downloaded into apt's cache only: the tests
 # install them (a missing linux-source must be reported first).
 # Cached outside the repo as $NVPM_CACHE/pkgroot-<key>, key = what produced it.
@@ -23,7 +24,7 @@ KABI=${KREL%-amd64}
 KREL2=$KABI-cloud-amd64
 PKGROOT_PACKAGES="build-essential dkms dh-dkms debhelper dpkg-dev fakeroot lintian rpm rpmlint shellcheck systemd \
 make gcc-14 gcc bc bison flex libssl-dev libelf-dev dwarves python3 kmod cpio xz-utils zstd file \
-rustc rust-src bindgen libclang1-19 libclang-19-dev cargo"
+rustc rust-src bindgen libclang1-19 libclang-19-dev cargo clang-19 lld-19 llvm-19"
 REV=1 # bump when this script changes what it builds
 key=$(printf '%s|%s|%s|%s' "$REV" "$KPKGVER" "$KREL2" "$PKGROOT_PACKAGES" | sha256sum | cut -c1-10)
 CHROOT=$NVPM_CACHE/pkgroot-$key

@@ -17,6 +17,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+# shellcheck source=tests/summary.sh
+. tests/summary.sh
 REPO=$PWD
 LOGS=$REPO/build/logs/packaging
 [ "$(id -u)" = 0 ] || die "the packaging suite needs root (chroot, mounts)"
@@ -515,6 +517,122 @@ if inlog rpmlint "rpmlint -r src/rpm/nvidia_peer_memory.rpmlintrc src/rpm/nvidia
 	ok rpmlint; else bad rpmlint "$(grep -E ': [EW]: |errors' "$LOGS/rpmlint.log" | head -n 20)"; fi
 insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -qx /lib/modules/$KREL/extra/nvidia_peermem.ko &&
 	rpm -qp --scripts rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -q 'depmod -a $KREL'"
+
+# --- DKMS against a CONFIG_MODVERSIONS kernel -------------------------------------------------------
+# The project's debug kernel has symbol versions as Ubuntu's generic kernels
+# have them (MODVERSIONS through gendwarfksyms, extended modversions) and is
+# built with clang. It arrives as Debian's kernels do: its modules, then a
+# linux-headers package whose postinst runs the header hooks (DKMS's
+# autoinstall). The headers (scripts/debug-kernel.sh) hold the compiled Rust
+# crates, as Ubuntu's linux-lib-rust adds them. The simulators built for it
+# stand in for the NVIDIA driver's DKMS build and OFED's kernel sources.
+# Then the DKMS-built module boots with the debug kernel (01, 02, 41), and
+# so does one built against a stale driver Module.symvers (02).
+# scripts/debug-kernel.sh in a mount namespace of its own (this one has the overlay).
+dk() { env -u NVPM_IN_NS scripts/debug-kernel.sh "$@"; }
+modversions_dkms() {
+	local env=$NVPM_CACHE/debug-kernel.env dkrel headers modules mv=$REPO/build/modversions sims=$REPO/tests/sim
+	if ! dk cached >/dev/null 2>&1; then
+		if [ -n "${NVPM_PKGTEST_MODVERSIONS:-}" ]; then
+			bad modversions-kernel "the debug kernel is not built (make debug-kernel)"
+		else
+			echo "  SKIP packaging/modversions-*: the debug kernel is not built (make debug-kernel; make check builds it first)"
+		fi
+		return
+	fi
+	step "DKMS against a CONFIG_MODVERSIONS kernel: the debug kernel's headers and the simulators' CRCs"
+	# Instant when cached; makes its headers tree if an older build lacks it.
+	dk build >"$LOGS/debug-kernel.log" 2>&1 || { bad modversions-kernel "see $LOGS/debug-kernel.log"; return; }
+	# In a subshell: KREL stays the stock kernel's here.
+	# shellcheck source=/dev/null disable=SC2153
+	read -r dkrel headers modules <<<"$(. "$env" && echo "$KREL $HEADERS $MODULES")"
+	check modversions-kernel-config grep -qx 'CONFIG_MODVERSIONS=y' "$headers/.config"
+	if dk run sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' \
+		>"$LOGS/modversions-sims.log" 2>&1; then ok modversions-sims; else
+		bad modversions-sims "see $LOGS/modversions-sims.log"
+		return
+	fi
+	check modversions-sims-crcs awk '$2 ~ /^nvidia_p2p_|_peer_memory_client$/ { n++; if ($1 ~ /^0x0+$/) z++ }
+		END { if (n < 5 || z) { print n " entries, " z " of them 0"; exit 1 } }' "$sims/Module.symvers"
+	# The kernel's modules, as its linux-image package installs them.
+	mkdir -p "$ROOT/lib/modules" && cp -a "$modules" "$ROOT/lib/modules/$dkrel"
+	# Its headers package, built here the way Debian's are laid out.
+	rm -rf "$ROOT/tmp/lh" && mkdir -p "$ROOT/tmp/lh/DEBIAN" "$ROOT/tmp/lh/usr/src" "$ROOT/tmp/lh/usr/lib/modules/$dkrel"
+	cp -a "$headers" "$ROOT/tmp/lh/usr/src/linux-headers-$dkrel"
+	ln -s "/usr/src/linux-headers-$dkrel" "$ROOT/tmp/lh/usr/lib/modules/$dkrel/build"
+	printf 'Package: linux-headers-%s\nVersion: 1\nArchitecture: amd64\nMaintainer: test <test@test.invalid>\nDescription: packaging test: the debug kernel'"'"'s headers\n' \
+		"$dkrel" >"$ROOT/tmp/lh/DEBIAN/control"
+	printf '#!/bin/sh -e\nlinux-run-hooks headers postinst %s -- "$@"\nexit 0\n' "$dkrel" >"$ROOT/tmp/lh/DEBIAN/postinst"
+	chmod 0755 "$ROOT/tmp/lh/DEBIAN/postinst"
+	inlog modversions-headers-deb "dpkg-deb -Zgzip -z1 --root-owner-group -b /tmp/lh /build/linux-headers-$dkrel.deb && rm -rf /tmp/lh" ||
+		{ bad modversions-headers-deb "see $LOGS/modversions-headers-deb.log"; return; }
+
+	# Neither table installed yet: DKMS's build stops, naming both and the fix.
+	step "new MODVERSIONS kernel: dpkg -i linux-headers-$dkrel without the driver's and OFED's Module.symvers"
+	inlog_progress modversions-no-symvers "dpkg -i linux-headers-$dkrel.deb" || :
+	local mlog=/var/lib/dkms/nvidia-peer-memory/$V/build/make.log
+	insh modversions-no-symvers-not-installed "! dkms status -m nvidia-peer-memory -k $dkrel | grep -q installed"
+	insh modversions-no-symvers-says-why "grep -q 'no Module.symvers found for:' $mlog &&
+		grep -q \"the NVIDIA driver's (nvidia_p2p_\\*): looked in /var/lib/dkms/nvidia/\\*/build\" $mlog &&
+		grep -q \"the RDMA core's (ib_register_peer_memory_client): looked in /usr/src/ofa_kernel/\" $mlog &&
+		grep -q 'make NVPM_EXTRA_SYMBOLS=' $mlog"
+
+	# Where the driver's DKMS build (its last build, for this kernel) and
+	# DOCA-OFED's kernel sources leave them.
+	local drv=$ROOT/var/lib/dkms/nvidia/580.95.05/build ofa=$ROOT/usr/src/ofa_kernel/x86_64/$dkrel
+	mkdir -p "$drv" "$ofa"
+	awk '$2 ~ /^nvidia_p2p_/' "$sims/Module.symvers" >"$drv/Module.symvers"
+	echo "DKMS (dkms-3.2.2) make.log for nvidia/580.95.05 for kernel $dkrel (x86_64)" >"$drv/make.log"
+	awk '$2 ~ /_peer_memory_client$/' "$sims/Module.symvers" >"$ofa/Module.symvers"
+	step "DKMS builds nvidia_peermem for $dkrel with the real CRCs (dkms autoinstall, as the next kernel hook would)"
+	if inlog_progress modversions-dkms "dkms autoinstall -k $dkrel"; then ok modversions-dkms; else
+		bad modversions-dkms "$(tail -n 30 "$ROOT$mlog" 2>/dev/null)"; fi
+	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$dkrel/x86_64/log/make.log" >"$LOGS/dkms-make-$dkrel.log" 2>&1
+	insh modversions-dkms-installed "dkms status -m nvidia-peer-memory -k $dkrel | grep -q '^nvidia-peer-memory/$V, $dkrel, x86_64: installed'"
+	check modversions-dkms-log grep -qF -e "CONFIG_MODVERSIONS=y: CRCs from /var/lib/dkms/nvidia/580.95.05/build/Module.symvers /usr/src/ofa_kernel/x86_64/$dkrel/Module.symvers" \
+		"$LOGS/dkms-make-$dkrel.log"
+	check modversions-dkms-clang grep -qF "was built with clang 19: LLVM=-19" "$LOGS/dkms-make-$dkrel.log"
+	check modversions-dkms-crates-as-they-are grep -q "Rust-capable already" "$LOGS/dkms-make-$dkrel.log"
+	rm -rf "$mv" && mkdir -p "$mv"
+	inr sh -c "f=\$(ls /lib/modules/$dkrel/updates/dkms/nvidia_peermem.ko*) && case \$f in *.xz) xz -dc \$f ;; *.zst) zstd -dcq \$f ;; *) cat \$f ;; esac" \
+		>"$mv/nvidia_peermem.ko"
+	# Its CRCs are the simulators' (the kernel checks them again at load).
+	check modversions-dkms-crcs sh -c "for s in nvidia_p2p_get_pages nvidia_p2p_dma_map_pages ib_register_peer_memory_client; do
+		want=\$(awk -v s=\$s '\$2 == s { print \$1 }' '$sims/Module.symvers')
+		got=\$(chroot '$ROOT' modprobe --dump-modversions /dev/stdin <'$mv/nvidia_peermem.ko' | awk -v s=\$s '\$2 == s { print \$1 }')
+		[ -n \"\$want\" ] && [ \$((want)) = \$((got)) ] || { echo \"\$s: module \$got, simulator \$want\"; exit 1; }; done"
+
+	# A build against another driver build's table: same symbols, another CRC.
+	local crc
+	crc=$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' "$drv/Module.symvers")
+	awk -F '\t' -v c="$(printf '0x%08x' $((crc ^ 0x5a5a)))" 'BEGIN { OFS = FS } $2 == "nvidia_p2p_get_pages" { $1 = c } 1' \
+		"$drv/Module.symvers" >"$ROOT/tmp/stale.symvers"
+	step "a build against a stale driver Module.symvers (for the guest's refusal)"
+	if inlog modversions-stale-build "rm -rf /tmp/stale-src && cp -a /build/src /tmp/stale-src && cd /tmp/stale-src &&
+		make KDIR=/usr/src/linux-headers-$dkrel NVPM_EXTRA_SYMBOLS='/tmp/stale.symvers /usr/src/ofa_kernel/x86_64/$dkrel/Module.symvers' module"; then
+		cp "$ROOT/tmp/stale-src/nvidia_peermem.ko" "$mv/stale-crc.ko" && ok modversions-stale-build
+	else bad modversions-stale-build "see $LOGS/modversions-stale-build.log"; fi
+
+	step "the debug kernel boots the DKMS-built module (01, 02, 41)"
+	GUEST_PEERMEM_KO=build/modversions/nvidia_peermem.ko GUEST_EXTRA_KO="$(cd "$REPO" && echo tests/sim/*.ko)" \
+		GUEST_FILES=$([ -e "$mv/stale-crc.ko" ] && echo build/modversions/stale-crc.ko) GUEST_SCENARIOS='01-* 02-* 41-*' \
+		dk run env GUEST_OUT=build/guest-modversions tests/guest/run.sh >"$LOGS/modversions-guest.log" 2>&1
+	local counts p f
+	grep -E '^  (FAIL|SKIP) ' "$LOGS/modversions-guest.log" | sed 's/^/  guest:/'
+	if ! counts=$(summary_counts "$LOGS/modversions-guest.log" GUEST); then
+		bad modversions-guest "no guest summary, see $LOGS/modversions-guest.log"
+	else
+		read -r p f <<<"$counts"
+		echo "  guest on $dkrel: $p passed, $f failed (log $LOGS/modversions-guest.log)"
+		pass=$((pass + p)) fail=$((fail + f))
+	fi
+
+	# Gone again, as a kernel's removal leaves it: the purge below checks the rest.
+	if inlog modversions-remove "dkms remove nvidia-peer-memory/$V -k $dkrel && dpkg --purge linux-headers-$dkrel &&
+		rm -rf /lib/modules/$dkrel /var/lib/dkms/nvidia /usr/src/ofa_kernel /tmp/stale-src /build/linux-headers-$dkrel.deb"; then
+		ok modversions-remove; else bad modversions-remove "see $LOGS/modversions-remove.log"; fi
+}
+modversions_dkms
 
 # --- purge ----------------------------------------------------------------------------------------
 step "dpkg --purge: nothing may stay behind"
