@@ -8,7 +8,7 @@
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make bench-profile  guest instructions per function of one registration, client against bare
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
-#   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~25 min once)
+#   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~18 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
 #   make check-anchor the guest scenarios with NVIDIA's own nvidia-peermem (part of make check)
 
