@@ -39,17 +39,17 @@ RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src
 # replaces no LLVM= or the plain LLVM=1 that DKMS passes for such kernels
 # (which fails where only versioned tools are installed); an LLVM= naming a
 # version or directory, or CC= or LLVM= in KMAKE_FLAGS, is left as given.
-KDIR_CONFIG = $(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf))
-KDIR_CLANG_MAJOR = $(if $(KDIR_CONFIG),$(shell sed -n 's/^CONFIG_CLANG_VERSION=\([1-9][0-9]*\)[0-9]\{4\}$$/\1/p' $(KDIR_CONFIG)))
+KDIR_CONFIG := $(if $(KDIR),$(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf)))
+KDIR_CLANG_MAJOR := $(if $(KDIR_CONFIG),$(shell sed -n 's/^CONFIG_CLANG_VERSION=\([1-9][0-9]*\)[0-9]\{4\}$$/\1/p' $(KDIR_CONFIG)))
 ifeq ($(filter-out 1,$(LLVM))$(findstring LLVM=,$(KMAKE_FLAGS))$(findstring CC=,$(KMAKE_FLAGS)),)
-KDIR_LLVM = $(if $(KDIR_CLANG_MAJOR),LLVM=$(if $(shell command -v clang-$(KDIR_CLANG_MAJOR)),-$(KDIR_CLANG_MAJOR),1))
+KDIR_LLVM := $(if $(KDIR_CLANG_MAJOR),LLVM=$(if $(shell command -v clang-$(KDIR_CLANG_MAJOR)),-$(KDIR_CLANG_MAJOR),1))
 endif
 
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) \
 	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
 	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H)))
 # Whether KDIR's kernel checks the CRCs of imported symbols.
-MODVERSIONS = $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
+MODVERSIONS := $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
 
 .PHONY: all module vendor-headers sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor

@@ -23,13 +23,8 @@ for series in ${NVPM_OTHER_KSERIES:-7.2}; do
 	NVPM_KERNEL_ENV=kernel-$series.env GUEST_SCENARIOS='[04][0-5]-*' GUEST_OUT=build/guest-$series \
 		scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" check-guest' 2>&1 |
 		tee "$log"
-	if ! counts=$(summary_counts "$log" GUEST); then
+	summary_add "$log" GUEST ||
 		echo "  FAIL kernels/$series/build: the module or the simulators did not build for it (see $log)"
-		fail=$((fail + 1))
-		continue
-	fi
-	read -r p f <<<"$counts"
-	pass=$((pass + p)) fail=$((fail + f))
 done
 echo "KERNELS-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -6,19 +6,13 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tests/summary.sh
 . tests/summary.sh
 mkdir -p build/logs
-total_pass=0 total_fail=0
+pass=0 fail=0
 run_suite() { # name command...
-	local name=$1 log=build/logs/$1.log counts p f
+	local name=$1 log=build/logs/$1.log
 	shift
 	echo "=== $name"
 	"$@" 2>&1 | tee "$log"
-	if ! counts=$(summary_counts "$log"); then
-		echo "=== $name: no summary (the suite broke before reporting), counted as 1 failure"
-		total_fail=$((total_fail + 1))
-		return
-	fi
-	read -r p f <<<"$counts"
-	total_pass=$((total_pass + p)) total_fail=$((total_fail + f))
+	summary_add "$log" || echo "=== $name: no summary (the suite broke before reporting), counted as 1 failure"
 }
 t0=$SECONDS
 run_suite host tests/host/run.sh
@@ -33,5 +27,5 @@ run_suite debug make --no-print-directory check-debug-stress
 # part of it, and here its absence is a failure, not a skip.
 run_suite packaging env NVPM_PKGTEST_MODVERSIONS=1 tests/packaging/run.sh
 echo "=== all suites in $((SECONDS - t0)) s"
-echo "$total_pass passed, $total_fail failed"
-[ "$total_fail" = 0 ]
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

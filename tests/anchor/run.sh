@@ -48,14 +48,11 @@ STRESS_CONC_OPS=${STRESS_CONC_OPS:-30000} ${STRESS_RANDOM_OPS:+STRESS_RANDOM_OPS
 		GUEST_TIMEOUT=${GUEST_TIMEOUT:-900} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 		tests/guest/run.sh >"$OUT/$name.log" 2>&1
 	grep -E '^  FAIL|^guest: [0-9]+ check|anchor bug' "$OUT/$name.log" | sed 's/^/  /'
-	if ! counts=$(summary_counts "$OUT/$name.log" GUEST); then
+	if ! summary_add "$OUT/$name.log" GUEST; then
 		echo "  anchor/$name: no summary (the run broke), counted as 1 failure; see $OUT/$name.log"
-		fail=$((fail + 1))
 		continue
 	fi
-	read -r p f <<<"$counts"
-	pass=$((pass + p)) fail=$((fail + f))
-	echo "  anchor/$name: $p passed, $f failed in $((SECONDS - t1)) s (log $OUT/$name.log)"
+	echo "  anchor/$name: $summary_pass passed, $summary_fail failed in $((SECONDS - t1)) s (log $OUT/$name.log)"
 done
 echo "anchor: nvidia-peermem $ANCHOR_VERSION (nvidia-open-kernel-source $ANCHOR_PKG_VERSION), $((SECONDS - t0)) s"
 echo "ANCHOR-SUMMARY $pass passed, $fail failed"

@@ -617,14 +617,11 @@ modversions_dkms() {
 	GUEST_PEERMEM_KO=build/modversions/nvidia_peermem.ko GUEST_EXTRA_KO="$(cd "$REPO" && echo tests/sim/*.ko)" \
 		GUEST_FILES=$([ -e "$mv/stale-crc.ko" ] && echo build/modversions/stale-crc.ko) GUEST_SCENARIOS='01-* 02-* 41-*' \
 		dk run env GUEST_OUT=build/guest-modversions tests/guest/run.sh >"$LOGS/modversions-guest.log" 2>&1
-	local counts p f
 	grep -E '^  (FAIL|SKIP) ' "$LOGS/modversions-guest.log" | sed 's/^/  guest:/'
-	if ! counts=$(summary_counts "$LOGS/modversions-guest.log" GUEST); then
-		bad modversions-guest "no guest summary, see $LOGS/modversions-guest.log"
+	if summary_add "$LOGS/modversions-guest.log" GUEST; then
+		echo "  guest on $dkrel: $summary_pass passed, $summary_fail failed (log $LOGS/modversions-guest.log)"
 	else
-		read -r p f <<<"$counts"
-		echo "  guest on $dkrel: $p passed, $f failed (log $LOGS/modversions-guest.log)"
-		pass=$((pass + p)) fail=$((fail + f))
+		echo "  FAIL packaging/modversions-guest: no guest summary, see $LOGS/modversions-guest.log"
 	fi
 
 	# Gone again, as a kernel's removal leaves it: the purge below checks the rest.
