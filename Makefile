@@ -37,7 +37,8 @@ RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src
 # clang and LLVM's tools too, of its clang's version: LLVM=-19 where clang-19
 # is on PATH (Debian's and Ubuntu's versioned tools), else LLVM=1. This
 # replaces no LLVM= or the plain LLVM=1 that DKMS passes for such kernels
-# (which fails where only versioned tools are installed); an LLVM= naming a
+# (dkms 3.x adds it when vmlinux's .comment or CONFIG_CC_IS_CLANG says clang;
+# it fails where only versioned tools are installed); an LLVM= naming a
 # version or directory, or CC= or LLVM= in KMAKE_FLAGS, is left as given.
 KDIR_CONFIG := $(if $(KDIR),$(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf)))
 KDIR_CLANG_MAJOR := $(if $(KDIR_CONFIG),$(shell sed -n 's/^CONFIG_CLANG_VERSION=\([1-9][0-9]*\)[0-9]\{4\}$$/\1/p' $(KDIR_CONFIG)))

@@ -119,9 +119,11 @@ fi
 # dmesg of the whole run, dumped by init between markers.
 sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$LOG.txt" >"$OUT/dmesg.txt"
 # Lockdep and sleep-in-atomic reports start with WARNING: or BUG:, except these INFO: lines.
-# A CONFIG_MODVERSIONS kernel's refusal of a CRC ("M: disagrees about version
-# of symbol S", then "M: Unknown symbol S (err -22)") is not a missing
-# symbol: 02-modversions provokes and checks it.
+# A CONFIG_MODVERSIONS kernel's refusal of a CRC is not a missing symbol:
+# check_version() (kernel/module/version.c) logs "M: disagrees about version
+# of symbol S", resolve_symbol() then fails it with -EINVAL and
+# simplify_symbols() (kernel/module/main.c) logs "M: Unknown symbol S (err
+# -22)". 02-modversions provokes and checks it.
 bad=$(awk '{ line = $0; sub(/^\[[ 0-9.]*\] /, "", line) }
 	line ~ /: Unknown symbol [A-Za-z0-9_]+ \(err -22\)$/ {
 		split(line, w, /: Unknown symbol | \(err/)
