@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * What the carried crates' C side needs and an older kernel lacks or names
+ * differently, each defined only where the kernel does not have it. Included
+ * first (-include) by bindgen for the bindings and the helpers, and by the
+ * compiler for the helpers.
+ */
+#ifndef NVPM_CARRIED_COMPAT_H
+#define NVPM_CARRIED_COMPAT_H
+
+#include <linux/version.h>
+#include <linux/errno.h>
+#include <linux/mm.h>
+#include <linux/percpu.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/vmalloc.h>
+
+/*
+ * Allocation with an alignment and a NUMA node (7.x names; the _node_align
+ * variants are exported, vrealloc of 6.12 is not). The Rust allocators pass
+ * NUMA_NO_NODE unless asked otherwise; kmalloc's natural alignment covers
+ * the Kmalloc allocator's padded layouts. Without the kernel's vrealloc,
+ * vmalloc'd memory can be allocated and freed but not resized: that fails
+ * (NULL, an allocation error to the caller). nvidia_peermem allocates only
+ * through Kmalloc (KBox, KVec).
+ */
+#ifndef krealloc_node_align
+static inline void *nvpm_krealloc_node_align(const void *p, size_t size,
+					     unsigned long align, gfp_t flags, int nid)
+{
+	return krealloc(p, size, flags);
+}
+#define krealloc_node_align nvpm_krealloc_node_align
+#endif
+
+#ifndef vrealloc_node_align
+static inline void *nvpm_vrealloc_node_align(const void *p, size_t size,
+					     unsigned long align, gfp_t flags, int nid)
+{
+	if (!size) {
+		vfree(p);
+		return NULL;
+	}
+	if (p || align > PAGE_SIZE)
+		return NULL;
+	return __vmalloc(size, flags);
+}
+#define vrealloc_node_align nvpm_vrealloc_node_align
+#endif
+
+#ifndef kvrealloc_node_align
+static inline void *nvpm_kvrealloc_node_align(const void *p, size_t size,
+					      unsigned long align, gfp_t flags, int nid)
+{
+	if (!size) {
+		kvfree(p);
+		return NULL;
+	}
+	if (!p)
+		return align > PAGE_SIZE ? NULL : kvmalloc(size, flags);
+	if (is_vmalloc_addr(p))
+		return NULL;
+	return krealloc(p, size, flags);
+}
+#define kvrealloc_node_align nvpm_kvrealloc_node_align
+#endif
+
+/*
+ * Spinlocks that nest interrupt disabling (7.0: spin_lock_irq_disable,
+ * include/linux/interrupt_rc.h): interrupts go off at the outermost
+ * acquisition and come back at its release, counted per CPU.
+ */
+#ifndef raw_spin_lock_irq_disable
+DECLARE_PER_CPU(unsigned long, nvpm_irq_disable_count);
+DECLARE_PER_CPU(unsigned long, nvpm_irq_disable_flags);
+
+static inline void nvpm_local_interrupt_disable(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	if (raw_cpu_inc_return(nvpm_irq_disable_count) == 1)
+		raw_cpu_write(nvpm_irq_disable_flags, flags);
+}
+
+static inline void nvpm_local_interrupt_enable(void)
+{
+	if (raw_cpu_dec_return(nvpm_irq_disable_count) == 0)
+		local_irq_restore(raw_cpu_read(nvpm_irq_disable_flags));
+}
+
+#define local_interrupt_disable nvpm_local_interrupt_disable
+#define local_interrupt_enable nvpm_local_interrupt_enable
+
+static inline void spin_lock_irq_disable(spinlock_t *lock)
+{
+	nvpm_local_interrupt_disable();
+	spin_lock(lock);
+}
+
+static inline void spin_unlock_irq_enable(spinlock_t *lock)
+{
+	spin_unlock(lock);
+	nvpm_local_interrupt_enable();
+}
+
+static inline int spin_trylock_irq_disable(spinlock_t *lock)
+{
+	nvpm_local_interrupt_disable();
+	if (spin_trylock(lock))
+		return 1;
+	nvpm_local_interrupt_enable();
+	return 0;
+}
+#endif
+
+/* Error codes the kernel crate names (7.x include/linux/errno.h). */
+#ifndef EFSCORRUPTED
+#define EFSCORRUPTED	EUCLEAN
+#endif
+#ifndef EFSBADCRC
+#define EFSBADCRC	EBADMSG
+#endif
+#ifndef EFTYPE
+#define EFTYPE		134
+#endif
+
+/*
+ * printk's %pA (a Rust fmt::Arguments) calls rust_fmt_argument only in a
+ * kernel with CONFIG_RUST; elsewhere the carried crates' printk calls go to
+ * nvpm_carried_printk (helpers.c), which formats the arguments itself.
+ */
+char *rust_fmt_argument(char *buf, char *end, const void *ptr);
+
+#endif
