@@ -46,13 +46,24 @@ ifeq ($(filter-out 1,$(LLVM))$(findstring LLVM=,$(KMAKE_FLAGS))$(findstring CC=,
 KDIR_LLVM := $(if $(KDIR_CLANG_MAJOR),LLVM=$(if $(shell command -v clang-$(KDIR_CLANG_MAJOR)),-$(KDIR_CLANG_MAJOR),1))
 endif
 
-KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) \
+# How the module gets the kernel's Rust support (kbuild/rust-mode.sh):
+# NVPM_RUST=auto (default) takes the kernel's own crates where they can be
+# used and carries them in the module otherwise; kernel or carried force one.
+# Carried mode builds the pinned release's sources: carried-src/ in a release
+# tarball or -dkms package, build/carried-src/ in a git checkout (make fetches
+# it: kbuild/carried-source.sh).
+NVPM_RUST ?= auto
+NVPM_RUST_MODE := $(if $(KDIR),$(or $(shell kbuild/rust-mode.sh $(KDIR) $(NVPM_RUST)),error))
+NVPM_CARRIED_SRC ?= $(firstword $(wildcard $(CURDIR)/carried-src) $(CURDIR)/build/carried-src)
+
+KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST_MODE) \
+	$(if $(filter carried,$(NVPM_RUST_MODE)),NVPM_CARRIED_SRC=$(NVPM_CARRIED_SRC)) \
 	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
 	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H)))
 # Whether KDIR's kernel checks the CRCs of imported symbols.
 MODVERSIONS := $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
 
-.PHONY: all module vendor-headers sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
+.PHONY: all module vendor-headers carried-src sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -86,8 +97,12 @@ vendor-headers:
 	$(if $(NV_P2P_H),@echo "nvidia_peermem: vendor nv-p2p.h $(NV_P2P_H)" && cp "$(NV_P2P_H)" build/vendor/nv-p2p.h)
 	$(if $(PEER_MEM_H),@echo "nvidia_peermem: vendor peer_mem.h $(PEER_MEM_H)" && cp "$(PEER_MEM_H)" build/vendor/peer_mem.h)
 
-module: provision vendor-headers
+module: provision vendor-headers carried-src
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) module'
+
+# The pinned sources carried mode builds, fetched once into the cache.
+carried-src:
+	@kbuild/carried-source.sh build/carried-src
 
 lint: provision vendor-headers
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) lint'
@@ -124,8 +139,12 @@ fmt: provision
 	@scripts/in-chroot.sh sh -c 'rustfmt --edition 2021 $(RUST_SOURCES)'
 else
 module: build/abi.symvers
-	@test -f $(KDIR)/scripts/target.json || { echo "$(KDIR) cannot build Rust modules (no scripts/target.json);" \
-		"for a distribution kernel's headers run: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; exit 1; }
+	@test "$(NVPM_RUST_MODE)" != error || { echo "nvidia_peermem: NVPM_RUST=$(NVPM_RUST) cannot build for $(KDIR) (see above)" >&2; exit 1; }
+	@echo "nvidia_peermem: Rust support: $(NVPM_RUST_MODE)$(if $(filter carried,$(NVPM_RUST_MODE)), (the kernel's crates of $(shell . kbuild/carried.pin; echo $$CARRIED_LINUX), built into the module))"
+	@test "$(NVPM_RUST_MODE)" != carried || kbuild/carried-source.sh --verify $(NVPM_CARRIED_SRC) || { \
+		echo "nvidia_peermem: carried mode needs the pinned Rust sources in $(NVPM_CARRIED_SRC):" \
+			"run kbuild/carried-source.sh $(NVPM_CARRIED_SRC) (a git checkout) or use the release tarball" >&2; exit 1; }
+	@test "$(NVPM_RUST_MODE)" != carried || kbuild/rust-toolchain.sh || exit 1
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(if $(KDIR_LLVM),@echo "nvidia_peermem: $(KDIR) was built with clang $(KDIR_CLANG_MAJOR): $(KDIR_LLVM)")
 	@# A CONFIG_MODVERSIONS kernel refuses the stub's CRCs of 0 ("disagrees

@@ -1,0 +1,49 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# rust-mode.sh: how nvidia_peermem gets the kernel's Rust support for the
+# kernel tree KDIR: "kernel" (the kernel's own compiled crates) or "carried"
+# (compiled into the module, kbuild/carried.mk). Prints the mode on stdout,
+# and on stderr the reason when it is "carried".
+#
+# Usage: rust-mode.sh KDIR [auto|kernel|carried]   (default auto)
+#
+# auto: "kernel" where the kernel has CONFIG_RUST=y, its crates are present
+# (rust/libkernel.rmeta, scripts/target.json) and the rustc on PATH is the one
+# that built them (CONFIG_RUSTC_VERSION_TEXT), otherwise "carried". Forcing
+# "kernel" where that does not hold exits 1 with the reason.
+# Env: RUSTC (default rustc).
+set -eu
+kdir=$1
+want=${2:-auto}
+rustc=${RUSTC:-rustc}
+
+config=
+for f in "$kdir/include/config/auto.conf" "$kdir/.config"; do
+	[ -r "$f" ] && { config=$f; break; }
+done
+[ -n "$config" ] || { echo "rust-mode: $kdir has no .config or include/config/auto.conf: not a configured kernel tree" >&2; exit 1; }
+
+why=
+if ! grep -q '^CONFIG_RUST=y' "$config"; then
+	why="the kernel is built without Rust (CONFIG_RUST is not set)"
+elif [ ! -f "$kdir/rust/libkernel.rmeta" ] || [ ! -f "$kdir/scripts/target.json" ]; then
+	why="the kernel's compiled Rust crates are not in $kdir (rust/libkernel.rmeta, scripts/target.json)"
+else
+	need=$(sed -n -e 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"$/\1/p' -e 't' -e 's/^CONFIG_RUSTC_VERSION_TEXT=\(.*\)$/\1/p' "$config")
+	have=$("$rustc" --version 2>/dev/null || true)
+	[ "$need" = "$have" ] || why="its crates were built by '$need', the rustc here is '${have:-missing}'"
+fi
+
+case $want in
+auto)
+	if [ -z "$why" ]; then echo kernel; else
+		echo "rust-mode: carried: $why" >&2
+		echo carried
+	fi ;;
+kernel)
+	[ -z "$why" ] || { echo "rust-mode: NVPM_RUST=kernel is not possible for $kdir: $why" >&2; exit 1; }
+	echo kernel ;;
+carried) echo carried ;;
+*) echo "rust-mode: NVPM_RUST=$want: expected auto, kernel or carried" >&2; exit 1 ;;
+esac

@@ -1,0 +1,49 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# rust-toolchain.sh: checks the toolchain carried mode needs (any rustc the
+# pinned crates support, its rust-src, bindgen and libclang) and names the
+# packages that provide it on this distribution. Exit 0 ready, 1 with the
+# list of what is missing.
+#
+# Usage: rust-toolchain.sh [CARRIED_SRC]   (default: carried-src or build/carried-src)
+# Env: RUSTC, BINDGEN (default rustc, bindgen); OS_RELEASE (default /etc/os-release).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+src=${1:-}
+[ -n "$src" ] || for d in "$top/carried-src" "$top/build/carried-src"; do [ -d "$d" ] && { src=$d; break; }; done
+rustc=${RUSTC:-rustc}
+bindgen=${BINDGEN:-bindgen}
+
+min() { SRCARCH=x86 ARCH=x86_64 sh "$src/scripts/min-tool-version.sh" "$1" 2>/dev/null; }
+# version_ge A B: A >= B for dotted versions.
+version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+
+rustc_min=$(min rustc) bindgen_min=$(min bindgen)
+[ -n "$rustc_min" ] && [ -n "$bindgen_min" ] || { echo "rust-toolchain: no pinned Rust sources in '${src:-carried-src}'" >&2; exit 1; }
+
+missing=
+rv=$("$rustc" --version 2>/dev/null | awk '{print $2}')
+if [ -z "$rv" ]; then missing="$missing rustc>=$rustc_min"
+elif ! version_ge "$rv" "$rustc_min"; then missing="$missing rustc>=$rustc_min(have-$rv)"
+elif [ ! -f "$("$rustc" --print sysroot)/lib/rustlib/src/rust/library/core/src/lib.rs" ]; then missing="$missing rust-src"
+fi
+bv=$("$bindgen" --version 2>/dev/null | awk '{print $2}')
+if [ -z "$bv" ]; then missing="$missing bindgen>=$bindgen_min"
+elif ! version_ge "$bv" "$bindgen_min"; then missing="$missing bindgen>=$bindgen_min(have-$bv)"
+elif ! "$bindgen" --version >/dev/null 2>&1 || ! echo 'int x;' | "$bindgen" /dev/stdin -- -xc >/dev/null 2>&1; then
+	missing="$missing libclang"
+fi
+[ -z "$missing" ] && exit 0
+
+. "${OS_RELEASE:-/etc/os-release}" 2>/dev/null || ID=unknown
+case "${ID:-}:${VERSION_ID:-}" in
+debian:12) pkgs="rustc-web rust-web-src libclang-dev; bindgen $bindgen_min is not in Debian 12: cargo install --locked bindgen-cli@$bindgen_min" ;;
+debian:*) pkgs="rustc rust-src bindgen libclang-dev" ;;
+ubuntu:*) pkgs="rustc-1.xx rust-1.xx-src (a version >= $rustc_min; update-alternatives or RUSTC=rustc-1.xx), bindgen-0.71 or newer, libclang-dev" ;;
+rhel:* | rocky:* | almalinux:* | centos:*) pkgs="rust rust-src clang-devel (rust-toolset); bindgen: cargo install --locked bindgen-cli@$bindgen_min" ;;
+*) pkgs="rustc >= $rustc_min with its rust-src, bindgen >= $bindgen_min, libclang" ;;
+esac
+echo "rust-toolchain: carried mode (the kernel has no usable Rust) needs:$missing" >&2
+echo "rust-toolchain: on ${PRETTY_NAME:-this system} install: $pkgs" >&2
+exit 1

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# provision-carried.sh: a Debian kernel without Rust for the carried-mode tests
+# (tests/kernels.sh): its newest image, headers and kbuild packages from the
+# Debian archive, the headers installed in the trixie root as a real host has
+# them (/usr/src/linux-headers-KREL, Debian's packages unmodified), the image
+# unpacked for QEMU. Writes $NVPM_CACHE/kernel-SERIES.env like provision.sh.
+#
+# Usage: provision-carried.sh SERIES     6.12 (Debian 13) or 6.1 (Debian 12)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+SERIES=${1:?usage: provision-carried.sh 6.12|6.1}
+# Debian suite, and the compiler the kernel was built with (its headers'
+# .kernelvariables name it).
+case $SERIES in
+6.12) suite=trixie cc=gcc-14 ;;
+6.1) suite=bookworm cc=gcc-12 ;;
+*) die "provision-carried: SERIES=$SERIES: expected 6.12 or 6.1" ;;
+esac
+
+[ -x "$CHROOT/usr/bin/apt-get" ] || scripts/provision.sh
+enter_private_namespace "$@"
+chroot_mount
+exec 9>"$NVPM_CACHE/.lock-carried"
+flock 9
+
+# Another suite's packages come from an apt state of their own, so the
+# root's own apt sources and lists stay trixie's.
+apt_opts=
+if [ "$suite" != trixie ]; then
+	mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
+	security=$(apt_uri debian-security) || security=""
+	lists=/var/lib/apt/lists-$suite
+	mkdir -p "$CHROOT$lists/partial"
+	{
+		echo "deb $mirror $suite main"
+		echo "deb $mirror $suite-updates main"
+		[ -n "$security" ] && echo "deb $security $suite-security main"
+	} >"$CHROOT/etc/apt/$suite.list"
+	apt_opts="-o Dir::Etc::SourceList=/etc/apt/$suite.list -o Dir::Etc::SourceParts=- -o Dir::State::Lists=$lists"
+	if [ -z "$(find "$CHROOT$lists" -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n1)" ]; then
+		in_chroot apt-get $apt_opts update -qq >>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get update for $suite failed, see $NVPM_CACHE/apt.log"
+	fi
+fi
+# The compiler the kernel was built with; linux-base runs the headers' hooks.
+if ! in_chroot sh -c "command -v x86_64-linux-gnu-$cc && command -v linux-run-hooks" >/dev/null; then
+	log "installing $cc and linux-base in the root"
+	in_chroot apt-get install -y -qq "$cc" linux-base >>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get install $cc linux-base failed"
+fi
+
+# The newest linux-image-amd64 of the series names the kernel release.
+meta=$(in_chroot apt-cache $apt_opts madison linux-image-amd64 | awk -F'|' -v s="$SERIES" '
+	{ gsub(/ /, "", $2) } index($2, s ".") == 1 { print $2 }' | sort -V | tail -n 1)
+[ -n "$meta" ] || die "provision-carried: no linux-image-amd64 $SERIES.x in Debian $suite"
+KREL=$(in_chroot apt-cache $apt_opts depends "linux-image-amd64=$meta" | sed -n 's/.*Depends: linux-image-\(.*-amd64\)$/\1/p' | head -n 1)
+[ -n "$KREL" ] || die "provision-carried: cannot tell the kernel release of linux-image-amd64 $meta"
+KROOT=/kernels-carried/$KREL
+dir=$CHROOT$KROOT
+if [ ! -e "$dir/.complete" ]; then
+	t0=$SECONDS
+	rm -rf "$dir" && mkdir -p "$dir/debs" "$dir/pkg"
+	log "downloading Debian's $KREL image, headers and kbuild ($suite)"
+	common=$(in_chroot apt-cache $apt_opts depends "linux-headers-$KREL" | sed -n 's/.*Depends: \(linux-headers-.*-common\)$/\1/p' | head -n 1)
+	kbuild=$(in_chroot apt-cache $apt_opts depends "linux-headers-$KREL" | sed -n 's/.*Depends: \(linux-kbuild-[0-9.+a-z~-]*\)$/\1/p' | head -n 1)
+	[ -n "$common" ] && [ -n "$kbuild" ] || die "provision-carried: linux-headers-$KREL names no -common or kbuild package"
+	in_chroot sh -c "cd $KROOT/debs && apt-get $apt_opts download -qq -o APT::Sandbox::User=root \
+		linux-image-$KREL-unsigned linux-headers-$KREL $common $kbuild" ||
+		die "apt-get download of the $KREL packages failed"
+	dpkg-deb -x "$dir"/debs/linux-image-"$KREL"-unsigned_*.deb "$dir/pkg"
+	log "installing Debian's linux-headers-$KREL in the root"
+	in_chroot sh -c "dpkg -i --force-depends $KROOT/debs/linux-kbuild-*.deb $KROOT/debs/linux-headers-*.deb" \
+		>>"$NVPM_CACHE/apt.log" 2>&1 || die "dpkg -i of the $KREL headers failed, see $NVPM_CACHE/apt.log"
+	[ -f "$CHROOT/usr/src/linux-headers-$KREL/.config" ] || die "linux-headers-$KREL did not install"
+	touch "$dir/.complete"
+	log "$KREL ready in $((SECONDS - t0)) s"
+fi
+
+env=$NVPM_CACHE/kernel-$SERIES.env
+cat >"$env.tmp" <<EOT
+# Written by scripts/provision-carried.sh: a kernel without Rust (carried mode).
+KPKGVER="$meta"
+KREL="$KREL"
+KROOT="$KROOT"
+KDIR_CHROOT="/usr/src/linux-headers-$KREL"
+KDIR_HOST="$CHROOT/usr/src/linux-headers-$KREL"
+VMLINUZ="$dir/pkg/boot/vmlinuz-$KREL"
+DEBIAN_MODULES="$(ls -d "$dir/pkg/usr/lib/modules/$KREL" "$dir/pkg/lib/modules/$KREL" 2>/dev/null | head -n 1)"
+KMAKE_FLAGS=""
+CHROOT="$CHROOT"
+EOT
+mv "$env.tmp" "$env"
