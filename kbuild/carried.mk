@@ -46,12 +46,16 @@ $(nvpm_cr)/rustc_cfg: $(NVPM_KCONFIG) FORCE
 	$(call if_changed,nvpm_rustc_cfg)
 
 # target.json by the pinned release's own generator, from this kernel's
-# configuration with the rustc that builds the module.
+# configuration with the rustc that builds the module. Kernels before 6.9
+# name the x86 mitigations without MITIGATION_ (RETPOLINE, RETHUNK, SLS):
+# the generator is told their 6.9 names, or it would leave them out.
+nvpm_cr_renamed := RETPOLINE RETHUNK SLS CALL_DEPTH_TRACKING
 quiet_cmd_nvpm_target = GEN     $@
       cmd_nvpm_target = mkdir -p $(@D); \
 	$(NVPM_RUSTC) --edition=2021 -O -o $(nvpm_cr)/generate_rust_target \
 		$(NVPM_CARRIED_SRC)/scripts/generate_rust_target.rs; \
 	{ grep -v '^CONFIG_RUSTC_VERSION=' $(NVPM_KCONFIG); \
+	  sed -n -E 's/^CONFIG_($(subst $(space),|,$(nvpm_cr_renamed)))=y$$/CONFIG_MITIGATION_\1=y/p' $(NVPM_KCONFIG); \
 	  echo CONFIG_RUSTC_VERSION=$(NVPM_RUSTC_VERSION); } | \
 	$(nvpm_cr)/generate_rust_target >$@
 
@@ -65,26 +69,36 @@ nvpm_cr_tflags = $(NVPM_CARRIED_RUSTFLAGS) $(nvpm_cr_cfg) -Awarnings \
 nvpm_procmacro_ext := $(patsubst libname.%,%,$(shell $(NVPM_RUSTC) --print file-names \
 	--crate-name name --crate-type proc-macro - </dev/null 2>/dev/null))
 
-# Without CONFIG_RUST the kernel's vsprintf has no %pA: Rust objects print
-# through nvpm_carried_printk (helpers.c) instead of _printk.
-nvpm_cr_printk = $(if $(CONFIG_RUST),,; $(OBJCOPY) --redefine-sym _printk=nvpm_carried_printk $@)
+# rustc's dep-info has comment lines (env-dep), which fixdep before 6.3
+# takes for file names.
+nvpm_hash := \#
+nvpm_cr_depfix = ; sed -i '/^$(nvpm_hash)/d' $(depfile)
+
+# C functions the Rust objects call that this kernel does not provide for
+# modules, redirected to helpers.c: without CONFIG_RUST vsprintf has no %pA
+# (nvpm_carried_printk formats Rust's arguments itself); errname is exported
+# from 6.12 on (before it, nvpm_carried_errname names no error: the numbers
+# are printed).
+nvpm_cr_redirect := $(if $(CONFIG_RUST),,_printk=nvpm_carried_printk) \
+	$(if $(shell [ $$(($(VERSION) * 100 + $(PATCHLEVEL))) -lt 612 ] && echo y),errname=nvpm_carried_errname)
+nvpm_cr_printk = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
 
 quiet_cmd_nvpm_cr_lib = RUSTC C  $@
       cmd_nvpm_cr_lib = RUSTC_BOOTSTRAP=1 OBJTREE=$(nvpm_cr_abs) $(nvpm-env) $(NVPM_RUSTC) \
 	$(nvpm_cr_tflags) $(nvpm-flags) --crate-type rlib --crate-name $(nvpm-name) \
 	--emit=dep-info=$(depfile) --emit=metadata=$(nvpm_cr)/lib$(nvpm-name).rmeta \
-	--emit=obj=$@ $< $(nvpm-post) $(nvpm_cr_printk) $(cmd_objtool)
+	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_printk) $(cmd_objtool)
 
 quiet_cmd_nvpm_cr_host = RUSTC H  $@
       cmd_nvpm_cr_host = RUSTC_BOOTSTRAP=1 $(NVPM_RUSTC) -O -Cstrip=debuginfo --cap-lints=allow \
 	-L$(nvpm_cr_abs) $(nvpm-flags) --crate-type rlib --crate-name $(nvpm-name) \
-	--emit=dep-info=$(depfile) --emit=link=$@ $<
+	--emit=dep-info=$(depfile) --emit=link=$@ $< $(nvpm_cr_depfix)
 
 quiet_cmd_nvpm_cr_procmacro = RUSTC P  $@
       cmd_nvpm_cr_procmacro = RUSTC_BOOTSTRAP=1 $(NVPM_RUSTC) -O -Cstrip=debuginfo \
 	--cap-lints=allow -L$(nvpm_cr_abs) $(nvpm_cr_cfg) $(nvpm-flags) \
 	-Clinker=$(NVPM_HOSTCC) --extern proc_macro --crate-type proc-macro \
-	--crate-name $(nvpm-name) --emit=dep-info=$(depfile) --emit=link=$@ $<
+	--crate-name $(nvpm-name) --emit=dep-info=$(depfile) --emit=link=$@ $< $(nvpm_cr_depfix)
 
 # --- host crates and proc macros -------------------------------------------
 nvpm_pm_externs = --extern proc_macro2=$(nvpm_cr_abs)/libproc_macro2.rlib \

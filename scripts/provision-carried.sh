@@ -3,8 +3,8 @@
 #
 # provision-carried.sh: a Debian kernel without Rust for the carried-mode tests
 # (tests/kernels.sh): its newest image, headers and kbuild packages from the
-# Debian archive, the headers installed in the trixie root as a real host has
-# them (/usr/src/linux-headers-KREL, Debian's packages unmodified), the image
+# Debian archive, the headers unpacked in the trixie root where a host has
+# them (/usr/src/linux-headers-KREL, Debian's files unmodified), the image
 # unpacked for QEMU. Writes $NVPM_CACHE/kernel-SERIES.env like provision.sh.
 #
 # Usage: provision-carried.sh SERIES     6.12 (Debian 13) or 6.1 (Debian 12)
@@ -46,10 +46,10 @@ if [ "$suite" != trixie ]; then
 		in_chroot apt-get $apt_opts update -qq >>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get update for $suite failed, see $NVPM_CACHE/apt.log"
 	fi
 fi
-# The compiler the kernel was built with; linux-base runs the headers' hooks.
-if ! in_chroot sh -c "command -v x86_64-linux-gnu-$cc && command -v linux-run-hooks" >/dev/null; then
-	log "installing $cc and linux-base in the root"
-	in_chroot apt-get install -y -qq "$cc" linux-base >>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get install $cc linux-base failed"
+# The compiler the kernel was built with.
+if ! in_chroot sh -c "command -v x86_64-linux-gnu-$cc" >/dev/null; then
+	log "installing $cc in the root"
+	in_chroot apt-get install -y -qq "$cc" >>"$NVPM_CACHE/apt.log" 2>&1 || die "apt-get install $cc failed"
 fi
 
 # The newest linux-image-amd64 of the series names the kernel release.
@@ -71,9 +71,14 @@ if [ ! -e "$dir/.complete" ]; then
 		linux-image-$KREL-unsigned linux-headers-$KREL $common $kbuild" ||
 		die "apt-get download of the $KREL packages failed"
 	dpkg-deb -x "$dir"/debs/linux-image-"$KREL"-unsigned_*.deb "$dir/pkg"
-	log "installing Debian's linux-headers-$KREL in the root"
-	in_chroot sh -c "dpkg -i --force-depends $KROOT/debs/linux-kbuild-*.deb $KROOT/debs/linux-headers-*.deb" \
-		>>"$NVPM_CACHE/apt.log" 2>&1 || die "dpkg -i of the $KREL headers failed, see $NVPM_CACHE/apt.log"
+	# Unpacked, not installed: the root's dpkg would hold them as broken (no
+	# image installed) and refuse every later apt-get install.
+	log "unpacking Debian's linux-headers-$KREL into the root"
+	# Through the root's /lib -> usr/lib (Debian 12's packages ship /lib).
+	for d in "$dir"/debs/linux-kbuild-*.deb "$dir"/debs/linux-headers-*.deb; do
+		dpkg-deb --fsys-tarfile "$d" | tar -x --keep-directory-symlink -C "$CHROOT"
+	done
+	[ -L "$CHROOT/lib" ] || die "provision-carried: unpacking replaced the root's /lib symlink"
 	[ -f "$CHROOT/usr/src/linux-headers-$KREL/.config" ] || die "linux-headers-$KREL did not install"
 	touch "$dir/.complete"
 	log "$KREL ready in $((SECONDS - t0)) s"

@@ -115,6 +115,30 @@ static inline int spin_trylock_irq_disable(spinlock_t *lock)
 }
 #endif
 
+/*
+ * atomic_add_negative with an ordering (6.3): the fully ordered one is a
+ * valid implementation of each weaker ordering.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+#define atomic_add_negative_acquire atomic_add_negative
+#define atomic_add_negative_release atomic_add_negative
+#define atomic_add_negative_relaxed atomic_add_negative
+#define atomic64_add_negative_acquire atomic64_add_negative
+#define atomic64_add_negative_release atomic64_add_negative
+#define atomic64_add_negative_relaxed atomic64_add_negative
+#endif
+
+/*
+ * errname is exported from 6.12 on. Before, the C helpers call
+ * nvpm_carried_errname (helpers.c), and so do the Rust objects (carried.mk
+ * redirects their calls); the bindings keep the kernel's name.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0) && !defined(__BINDGEN__)
+#include <linux/errname.h>
+#define errname nvpm_carried_errname
+const char *nvpm_carried_errname(int err);
+#endif
+
 /* Error codes the kernel crate names (7.x include/linux/errno.h). */
 #ifndef EFSCORRUPTED
 #define EFSCORRUPTED	EUCLEAN

@@ -38,6 +38,14 @@ DEFINE_PER_CPU(unsigned long, nvpm_irq_disable_count);
 DEFINE_PER_CPU(unsigned long, nvpm_irq_disable_flags);
 #endif
 
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0)
+/* errname is not exported before 6.12: the Rust side prints the number. */
+const char *nvpm_carried_errname(int err)
+{
+	return NULL;
+}
+#endif
+
 #ifndef CONFIG_RUST
 #include <linux/printk.h>
 #include <linux/string.h>

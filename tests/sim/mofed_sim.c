@@ -481,7 +481,7 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 	if (!c)
 		return NULL;
 	c->ops = peer_client;
-	strscpy(c->name, peer_client->name);
+	strscpy(c->name, peer_client->name, sizeof(c->name));
 	atomic_set(&c->users, 1);
 	init_completion(&c->unused);
 	xa_init_flags(&c->umems, XA_FLAGS_ALLOC);

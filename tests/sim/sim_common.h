@@ -11,6 +11,7 @@
 #ifndef SIM_COMMON_H
 #define SIM_COMMON_H
 
+#include <linux/version.h>
 #include <linux/debugfs.h>
 #include <linux/fs.h>
 #include <linux/kernel.h>
@@ -60,7 +61,12 @@ static inline __printf(2, 3) void sim_reply(struct sim_reply *r,
 	need = r->len + n + 1;
 	if (need > r->cap) {
 		size_t cap = max(need, 2 * r->cap);
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 11, 0)
+		/* kvrealloc took the old size before 6.11. */
+		char *buf = kvrealloc(r->buf, r->cap, cap, GFP_KERNEL);
+#else
 		char *buf = kvrealloc(r->buf, cap, GFP_KERNEL);
+#endif
 
 		if (!buf)
 			return;	/* The reply is truncated; the command still ran. */
