@@ -62,6 +62,12 @@ quiet_cmd_nvpm_target = GEN     $@
 $(nvpm_cr)/target.json: $(NVPM_KCONFIG) FORCE
 	$(call if_changed,nvpm_target)
 
+# The flags, for tests/kocheck/negative.sh.
+quiet_cmd_nvpm_rustflags = GEN     $@
+      cmd_nvpm_rustflags = mkdir -p $(@D); echo ' $(NVPM_CARRIED_RUSTFLAGS) ' >$@
+$(nvpm_cr)/rustflags: FORCE
+	$(call if_changed,nvpm_rustflags)
+
 nvpm_cr_cfg := @$(nvpm_cr_abs)/rustc_cfg
 # Target crates: the pinned crates are not ours to lint.
 nvpm_cr_tflags = $(NVPM_CARRIED_RUSTFLAGS) $(nvpm_cr_cfg) -Awarnings \
@@ -155,7 +161,8 @@ $(nvpm_cr)/core.o: private nvpm-flags = --edition=$(if $(call nvpm_rustc_min,108
 	--cfg=no_fp_fmt_parse
 $(nvpm_cr)/core.o: private nvpm-post = ; $(OBJCOPY) \
 	$(foreach s,$(nvpm_redirect_intrinsics),--redefine-sym $(s)=__rust$(s)) $@
-$(nvpm_cr)/core.o: $(nvpm_rust_lib_src)/core/src/lib.rs $(nvpm_cr)/target.json $(nvpm_cr)/rustc_cfg FORCE
+$(nvpm_cr)/core.o: $(nvpm_rust_lib_src)/core/src/lib.rs $(nvpm_cr)/target.json $(nvpm_cr)/rustc_cfg \
+	$(nvpm_cr)/rustflags FORCE
 	$(call if_changed_dep,nvpm_cr_lib)
 
 nvpm_cr_base = --edition=2021 --extern core=$(nvpm_cr_abs)/libcore.rmeta
@@ -263,7 +270,7 @@ CFLAGS_build/carried/helpers.o = -I$(nvpm_cr_src)/helpers -include $(abspath $(s
 
 nvpm_cr_objs := core.o compiler_builtins.o ffi.o build_error.o zerocopy.o pin_init.o \
 	bindings.o kernel.o helpers.o
-targets += $(addprefix build/carried/,$(nvpm_cr_objs) rustc_cfg target.json \
+targets += $(addprefix build/carried/,$(nvpm_cr_objs) rustc_cfg target.json rustflags \
 	libproc_macro2.rlib libquote.rlib libsyn.rlib libmacros.$(nvpm_procmacro_ext) \
 	libpin_init_internal.$(nvpm_procmacro_ext) libzerocopy_derive.$(nvpm_procmacro_ext) \
 	rust/bindings/bindings_generated.rs rust/bindings/bindings_helpers_generated.rs) $(patsubst $(nvpm_cr)/%,build/carried/%,$(nvpm_cr_arch_rs))

@@ -1,30 +1,60 @@
 #!/usr/bin/env bash
-# make check's "kernels" suite: the module on Debian kernel series other than
-# the main one (7.3). For each series in NVPM_OTHER_KSERIES (default 7.2):
-# provisions its newest trixie-backports packages and a Rust-capable tree,
-# as for 7.3 (scripts/provision.sh, cached), builds the module and the
-# simulators against it, boots Debian's own image of it in QEMU and runs the
-# load test and the client scenarios (01, 40-45). Ends with KERNELS-SUMMARY.
+# make check's "kernels" suite: the module on Debian kernels other than the
+# main one (7.3), each booted from Debian's own image in QEMU with Debian's
+# ib_core and the simulators built for it.
+# - NVPM_OTHER_KSERIES (default 7.2): kernels with Rust, provisioned like 7.3
+#   (scripts/provision.sh, a Rust-capable tree), the module in kernel mode:
+#   the load test and the client scenarios (01, 02, 40-45).
+# - NVPM_CARRIED_KSERIES (default 6.12 6.1): Debian 13's and Debian 12's
+#   default kernels, built without Rust: their headers packages as a host has
+#   them (scripts/provision-carried.sh), the module in carried mode (chosen
+#   by itself): the same scenarios, plus one window mode of 51 and one
+#   configuration of 55.
+# Ends with KERNELS-SUMMARY.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tests/summary.sh
 . tests/summary.sh
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 mkdir -p build/logs
 pass=0 fail=0
-for series in ${NVPM_OTHER_KSERIES:-7.2}; do
+# The pinned sources of carried mode, fetched on the host (the root cannot
+# see the cache).
+kbuild/carried-source.sh build/carried-src || fail=$((fail + 1))
+carried_env="STRESS_WINDOW_MODES=modern STRESS_CONFIGS=modern-revocable STRESS_CONC_OPS=20000"
+for series in ${NVPM_OTHER_KSERIES:-7.2} ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
+	case " ${NVPM_CARRIED_KSERIES:-6.12 6.1} " in
+	*" $series "*) provision=scripts/provision-carried.sh scenarios='[04][0-5]-* 51-* 55-*' env=$carried_env ;;
+	*) provision=scripts/provision.sh scenarios='[04][0-5]-*' env= ;;
+	esac
 	echo "kernels: Debian $series"
-	if ! KSERIES=$series scripts/provision.sh; then
+	if ! KSERIES=$series $provision "$series"; then
 		echo "  FAIL kernels/$series/provision: see the lines above"
 		fail=$((fail + 1))
 		continue
 	fi
 	log=build/logs/guest-$series.log
 	# shellcheck disable=SC2016 # expanded inside the root
-	NVPM_KERNEL_ENV=kernel-$series.env GUEST_SCENARIOS='[04][0-5]-*' GUEST_OUT=build/guest-$series \
+	NVPM_KERNEL_ENV=kernel-$series.env GUEST_SCENARIOS=$scenarios GUEST_ENV=$env GUEST_OUT=build/guest-$series \
 		scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" check-guest' 2>&1 |
 		tee "$log"
 	summary_add "$log" GUEST ||
 		echo "  FAIL kernels/$series/build: the module or the simulators did not build for it (see $log)"
+	# The .ko just built for this kernel, read as the kernel's config asks
+	# (tests/kocheck); on a kernel with every x86 option (Debian 13's 6.12),
+	# also the check's own test: a probe built without each flag fails it.
+	# shellcheck source=/dev/null
+	kdir=$(. "$NVPM_CACHE/kernel-$series.env" && echo "$KDIR_HOST")
+	python3 tests/kocheck/check-ko.py --name "kocheck/$series" "$kdir/.config" nvidia_peermem.ko >"$log.kocheck" 2>&1
+	sed 's/^/  /' "$log.kocheck"
+	pass=$((pass + $(grep -c '^PASS' "$log.kocheck"))) fail=$((fail + $(grep -c '^FAIL' "$log.kocheck")))
+	if [ "$series" = 6.12 ]; then
+		NVPM_KERNEL_ENV=kernel-$series.env scripts/in-chroot.sh sh -c 'tests/kocheck/negative.sh "$KDIR/.config"' \
+			>"$log.negative" 2>&1
+		sed 's/^/  /' "$log.negative"
+		summary_add "$log.negative" KOCHECK || echo "  FAIL kernels/$series/kocheck-negative: see $log.negative"
+	fi
 done
 echo "KERNELS-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -69,7 +69,7 @@ reg_dereg_with() {
 	fi
 }
 
-for mode in modern mid legacy; do
+for mode in ${STRESS_WINDOW_MODES:-modern mid legacy}; do
 	t=$mode-revocable
 	stress_load $t || continue
 	# A legacy core (MOFED <= 5.0) may refuse with EAGAIN: its notifier

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""check-ko.py: does a built x86-64 module obey what its kernel's .config asks
+of module code? QEMU (TCG) enforces none of it, so this reads the object:
+
+  ibt        CONFIG_X86_KERNEL_IBT: every function whose address is taken (a
+             relocation from data, e.g. a vtable, a callback table, the
+             module's init/exit) starts with endbr64
+  padding    CONFIG_CALL_PADDING: every function has FUNCTION_PADDING_BYTES
+             of nops before it (call-depth tracking patches calls into them)
+  rethunk    CONFIG_(MITIGATION_)RETHUNK: no bare ret; returns jump to
+             __x86_return_thunk
+  retpoline  CONFIG_(MITIGATION_)RETPOLINE: no indirect call or jump; they go
+             through __x86_indirect_thunk_* (paravirt and alternative sites,
+             which the kernel patches at load, excepted)
+
+Usage: check-ko.py [--name NAME] KCONFIG OBJECT
+Prints "PASS NAME/check" or "FAIL NAME/check: ..." per check that the
+config asks for, "SKIP" for the others; exit 1 on any FAIL.
+Needs binutils (objdump, readelf, objcopy).
+"""
+import re
+import subprocess
+import sys
+import tempfile
+
+TEXT_RE = re.compile(r"^\.(text|init\.text|exit\.text)(\..*)?$")
+# Sections whose relocations take a function's address for an indirect call.
+DATA_RE = re.compile(r"^\.(data|rodata|data\.rel\.ro|gnu\.linkonce\.this_module|init\.data|exit\.data)(\..*)?$")
+ENDBR64 = bytes.fromhex("f30f1efa")
+
+
+def run(*args):
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def kconfig(path):
+    conf = {}
+    for line in open(path, encoding="utf-8", errors="replace"):
+        m = re.match(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$", line.strip())
+        if m:
+            conf[m.group(1)] = m.group(2).strip('"')
+    return conf
+
+
+def sections(obj):
+    """name -> (index, size) of the object's sections."""
+    out = {}
+    for line in run("readelf", "-SW", obj).splitlines():
+        m = re.match(r"^\s*\[\s*(\d+)\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)", line)
+        if m:
+            out[m.group(2)] = (int(m.group(1)), int(m.group(3), 16))
+    return out
+
+
+def functions(obj, secs):
+    """(section name, offset, size, name) of every defined function."""
+    by_index = {idx: name for name, (idx, _) in secs.items()}
+    funcs = []
+    for line in run("readelf", "-sW", obj).splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[3] == "FUNC" and f[6].isdigit():
+            sec = by_index.get(int(f[6]))
+            if sec and TEXT_RE.match(sec):
+                size = int(f[2], 16) if f[2].startswith("0x") else int(f[2])
+                funcs.append((sec, int(f[1], 16), size, f[7]))
+    return funcs
+
+
+def section_bytes(obj, name):
+    with tempfile.NamedTemporaryFile() as tmp:
+        subprocess.run(["objcopy", "-O", "binary", "--only-section=" + name, obj, tmp.name],
+                       check=True, capture_output=True)
+        return open(tmp.name, "rb").read()
+
+
+def address_taken(obj, secs, funcs):
+    """Functions referenced by a relocation from a data section."""
+    start = {(s, off): name for s, off, _, name in funcs}
+    by_name = {name: (s, off) for s, off, _, name in funcs}
+    taken = set()
+    current = None
+    for line in run("readelf", "-rW", obj).splitlines():
+        m = re.match(r"^Relocation section '\.rela(\S+)'", line)
+        if m:
+            current = m.group(1)
+            continue
+        if not current or not DATA_RE.match(current):
+            continue
+        f = line.split()
+        if len(f) < 5 or not re.match(r"^[0-9a-f]+$", f[0]):
+            continue
+        sym, addend = f[4], int(f[6], 16) if len(f) >= 7 and f[5] == "+" else 0
+        if len(f) >= 7 and f[5] == "-":
+            addend = -int(f[6], 16)
+        if sym in secs:
+            name = start.get((sym, addend))
+        elif sym in by_name and addend == 0:
+            name = sym
+        else:
+            name = None
+        if name:
+            taken.add(name)
+    return taken
+
+
+def patch_sites(obj, secs):
+    """(section, offset) of the paravirt and alternative patch sites: the
+    kernel rewrites those instructions at load (objtool accepts them too)."""
+    sites = set()
+    current = None
+    for line in run("readelf", "-rW", obj).splitlines():
+        m = re.match(r"^Relocation section '\.rela(\S+)'", line)
+        if m:
+            current = m.group(1)
+            continue
+        if current not in (".parainstructions", ".altinstructions"):
+            continue
+        f = line.split()
+        if len(f) >= 7 and re.match(r"^[0-9a-f]+$", f[0]) and f[4] in secs and f[5] == "+":
+            sites.add((f[4], int(f[6], 16)))
+    return sites
+
+
+def disasm_lines(obj):
+    """(section, offset, text) of every instruction in the text sections."""
+    sec = None
+    for line in run("objdump", "-d", "-w", "-r", obj).splitlines():
+        m = re.match(r"^Disassembly of section (\S+):", line)
+        if m:
+            sec = m.group(1)
+            continue
+        m = re.match(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*(.*)$", line)
+        if m and sec and TEXT_RE.match(sec):
+            yield sec, int(m.group(1), 16), m.group(2)
+
+
+def main(argv):
+    name = "kocheck"
+    if len(argv) > 2 and argv[0] == "--name":
+        name, argv = argv[1], argv[2:]
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-4], file=sys.stderr)
+        return 2
+    conf = kconfig(argv[0])
+    obj = argv[1]
+    secs = sections(obj)
+    funcs = functions(obj, secs)
+    if not funcs:
+        print(f"FAIL {name}/object: {obj} has no functions in its text sections")
+        return 1
+    on = lambda *opts: any(conf.get(o) == "y" for o in opts)
+    failed = False
+
+    def report(check, wanted, bad, what):
+        nonlocal failed
+        if not wanted:
+            print(f"SKIP {name}/{check}: not configured")
+        elif bad:
+            failed = True
+            print(f"FAIL {name}/{check}: {len(bad)} {what}, e.g. {', '.join(bad[:3])}")
+        else:
+            print(f"PASS {name}/{check}")
+
+    data = {s: section_bytes(obj, s) for s in {f[0] for f in funcs}}
+
+    taken = address_taken(obj, secs, funcs) if on("CONFIG_X86_KERNEL_IBT") else set()
+    no_endbr = [n for s, off, _, n in funcs if n in taken and data[s][off:off + 4] != ENDBR64]
+    report("ibt", on("CONFIG_X86_KERNEL_IBT"), no_endbr,
+           f"of {len(taken)} address-taken functions do not start with endbr64")
+
+    pad = int(conf.get("CONFIG_FUNCTION_PADDING_BYTES", "0") or 0)
+    unpadded = [n for s, off, size, n in funcs
+                if size and not (off >= pad and set(data[s][off - pad:off]) <= {0x90, 0xcc})]
+    report("padding", on("CONFIG_CALL_PADDING") and pad > 0, unpadded,
+           f"of {len(funcs)} functions lack {pad} bytes of padding")
+
+    rets, indirect = [], []
+    sites = patch_sites(obj, secs)
+    for sec, off, text in disasm_lines(obj):
+        if (sec, off) in sites:
+            continue
+        if re.match(r"^(ret|retq|retl)\b", text):
+            rets.append(f"{sec}+{off:#x}")
+        elif re.match(r"^(call|jmp)q?\s+\*", text) or re.match(r"^notrack\s+(call|jmp)", text):
+            indirect.append(f"{sec}+{off:#x}")
+    report("rethunk", on("CONFIG_MITIGATION_RETHUNK", "CONFIG_RETHUNK"), rets, "bare ret instructions")
+    report("retpoline", on("CONFIG_MITIGATION_RETPOLINE", "CONFIG_RETPOLINE"), indirect,
+           "indirect calls or jumps")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
