@@ -59,7 +59,10 @@ def functions(obj, secs):
     funcs = []
     for line in run("readelf", "-sW", obj).splitlines():
         f = line.split()
-        if len(f) >= 8 and f[3] == "FUNC" and f[6].isdigit():
+        # gcc's __pfx_/__cfi_ symbols name the padding itself, and its .cold
+        # parts of a function are jumped to, never called.
+        if len(f) >= 8 and f[3] == "FUNC" and f[6].isdigit() and not (
+                f[7].startswith(("__pfx_", "__cfi_")) or ".cold" in f[7]):
             sec = by_index.get(int(f[6]))
             if sec and TEXT_RE.match(sec):
                 size = int(f[2], 16) if f[2].startswith("0x") else int(f[2])
