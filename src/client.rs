@@ -138,6 +138,17 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
     match e {
         // Not GPU memory: the common, silent case.
         P2pError::Driver(e) if e == EINVAL => {}
+        // Freed while being pinned: the application's race, answered as it
+        // should be (the core gets no context); not an error of ours.
+        P2pError::Revoked => {
+            if crate::shim::ratelimit() {
+                pr_info!(
+                    "{} bytes at {:#x} declined: the GPU memory was freed while being pinned\n",
+                    range.len(),
+                    range.start()
+                );
+            }
+        }
         P2pError::Driver(e) if is_not_supported(e) && kind == PinKind::Persistent => {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(
