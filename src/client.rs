@@ -22,12 +22,12 @@ use crate::nvidia_p2p::{GpuPin, P2pError, PinKind};
 use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration as Client, SgOut,
 };
-use crate::peermem_core::client::{self, Env, MapError, Note, Registration};
+use crate::peermem_core::client::{self, BuildError, Env, MapError, Note, Registration};
 use crate::peermem_core::protocol::Threads;
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
 use crate::peermem_core::state::Refusal;
-use crate::scatterlist::SgTable;
+use crate::scatterlist::{SgError, SgReserve, SgTable};
 use crate::stats::{Counter, STATS};
 
 /// The invalidation entry point of the revocable client.
@@ -193,9 +193,18 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
         return Err(EINVAL);
     };
     let limit = segment_limit(dev.max_segment_size());
+    // CAST: at most the pinned length in 64 KiB pages, far below usize::MAX.
+    let pages = (ctx.range().len() / GPU_PAGE_SIZE) as usize;
     ctx.dma_map(
         &pci,
-        |pages| SgTable::new(pages, limit),
+        &mut SgReserve::new(),
+        |addresses, reserve| {
+            SgTable::new(addresses, limit, reserve).map_err(|e| match e {
+                SgError::NeedMemory => BuildError::NeedMemory(ENOMEM),
+                SgError::Failed(e) => BuildError::Failed(e),
+            })
+        },
+        |reserve| reserve.fill(pages),
         |table| {
             out.publish(table);
             STATS.add(Counter::Sges, u64::from(table.len()));

@@ -349,13 +349,16 @@ where
 {
     /// `dma_map` of [`client::dma_map`]: maps the pinned pages for `peer`,
     /// checks the mapping, hands `build` the DMA address of each 64 KiB page
-    /// and `publish` what it built, all under the pin's lock.
+    /// and `publish` what it built, under the pin's lock; `reserve` runs
+    /// without it when `build` asks for memory.
     ///
     /// Must not be called from atomic context.
-    pub(crate) fn dma_map<S>(
+    pub(crate) fn dma_map<S, R>(
         &self,
         peer: &PciDevice,
-        build: impl FnOnce(&[u64]) -> Result<E::Sg, S>,
+        scratch: &mut R,
+        mut build: impl FnMut(&[u64], &mut R) -> Result<E::Sg, client::BuildError<S>>,
+        reserve: impl FnOnce(&mut R) -> Result<(), S>,
         publish: impl FnOnce(&E::Sg),
     ) -> Result<(), client::MapError<P2pError, S>> {
         let len = self.range.len();
@@ -364,7 +367,8 @@ where
             peer,
             // SAFETY: just returned by the driver, not revoked, lock held.
             |mapping| unsafe { check_mapping(mapping.ptr, len) }.map_err(P2pError::Abi),
-            |mapping| {
+            scratch,
+            |mapping, scratch| {
                 // SAFETY: `client::dma_map` hands `build` the stored mapping,
                 // i.e. one that passed `check_mapping` (`protocol::map` stores
                 // only those), under the pin's lock while not revoked: live,
@@ -373,8 +377,9 @@ where
                     let m = mapping.ptr.as_ptr();
                     core::slice::from_raw_parts((*m).dma_addresses, (*m).entries as usize)
                 };
-                build(pages)
+                build(pages, scratch)
             },
+            reserve,
             publish,
         )
     }

@@ -251,15 +251,37 @@ impl<E, S> MapError<E, S> {
     }
 }
 
+/// Why the scatterlist was not built under the pin's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError<S> {
+    /// It failed: the mapping is undone.
+    Failed(S),
+    /// It needs memory it may only allocate without the pin's lock:
+    /// [`dma_map`] drops the lock, calls `reserve`, takes the lock again and
+    /// builds once more (`S`: the error if that build still lacks memory).
+    ///
+    /// A free callback waits for the pin's lock holding the driver's API
+    /// lock, and an allocation that reclaims may enter the driver
+    /// (`nv-vm.c` registers a shrinker for its page pools; `nvidia-uvm`
+    /// has mmu notifiers): so under the pin's lock the build allocates
+    /// without reclaim only, from what `reserve` set aside, or not at all.
+    NeedMemory(S),
+}
+
 /// `dma_map`: maps the pinned pages for `peer`, checks the mapping with
 /// `check`, builds the scatterlist from it with `build` and hands it to the
-/// core with `publish`, all under the pin's lock (a free callback waits).
-/// A mapping that fails the check or the build is unmapped again.
-pub fn dma_map<E, L, S>(
+/// core with `publish`, under the pin's lock (a free callback waits). If
+/// `build` needs memory ([`BuildError::NeedMemory`]), `reserve` sets it
+/// aside without the lock, in `scratch`, and `build` runs again, unless a
+/// callback revoked the pin meanwhile. A mapping that fails the check or
+/// the build is unmapped again.
+pub fn dma_map<E, L, S, R>(
     pin: &L,
     peer: &<L::Driver as protocol::Driver>::Peer,
     check: impl FnOnce(&MappingOf<L>) -> Result<(), ErrorOf<L>>,
-    build: impl FnOnce(&MappingOf<L>) -> Result<E::Sg, S>,
+    scratch: &mut R,
+    mut build: impl FnMut(&MappingOf<L>, &mut R) -> Result<E::Sg, BuildError<S>>,
+    reserve: impl FnOnce(&mut R) -> Result<(), S>,
     publish: impl FnOnce(&E::Sg),
 ) -> Result<(), MapError<ErrorOf<L>, S>>
 where
@@ -278,10 +300,30 @@ where
             MapFailure::State => MapError::State,
         });
     }
-    // The mapping is live while the lock is held: a callback waits for it.
-    let built = match st.mapping() {
-        Some(mapping) => build(mapping).map_err(MapError::Sg),
-        None => Err(MapError::Revoked),
+    let mut reserve = Some(reserve);
+    let built = loop {
+        // The mapping is live while the lock is held and the pin not
+        // revoked: a callback waits for the lock.
+        let Some(mapping) = st.mapping() else {
+            break Err(MapError::Revoked);
+        };
+        match build(mapping, scratch) {
+            Ok(sg) => break Ok(sg),
+            Err(BuildError::Failed(e)) => break Err(MapError::Sg(e)),
+            Err(BuildError::NeedMemory(e)) => {
+                let Some(reserve) = reserve.take() else {
+                    break Err(MapError::Sg(e));
+                };
+                // A callback may revoke the pin meanwhile: then the mapping
+                // is the driver's (`st.mapping()` is `None` above).
+                drop(st);
+                let reserved = reserve(scratch);
+                st = pin.lock();
+                if let Err(e) = reserved {
+                    break Err(MapError::Sg(e));
+                }
+            }
+        }
     };
     match built {
         Ok(sg) => {
@@ -293,6 +335,8 @@ where
             Ok(())
         }
         Err(e) => {
+            // Nothing to undo if a callback revoked the pin: the driver
+            // frees the mapping.
             let undo = st.take_mapping();
             let _ = st.owner.apply(Event::MapEnd { ok: false });
             drop(st);

@@ -50,7 +50,7 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use loom::thread;
 
-use peermem_core::client::{self, Env, Invalidator, MapError, Note, Registration};
+use peermem_core::client::{self, BuildError, Env, Invalidator, MapError, Note, Registration};
 use peermem_core::protocol::{
     self, Driver, PinKind, PinLock, PinOwner, PinState, Threads, Unpinned,
 };
@@ -80,6 +80,10 @@ struct Model {
     check_fails: bool,
     /// The scatterlist cannot be built (the mapping undone by an unmap).
     sg_fails: bool,
+    /// The scatterlist needs memory set aside without the pin's lock, whose
+    /// allocation may reclaim, and reclaim may enter the driver (its API
+    /// lock).
+    sg_needs_memory: bool,
     put: Put,
     /// The HCA fails before activation: the core stops the notifier
     /// without activating and deregisters at once.
@@ -103,6 +107,7 @@ impl Model {
             map_fails: false,
             check_fails: false,
             sg_fails: false,
+            sg_needs_memory: false,
             put: Put::Ok,
             activation_fails: false,
             second_pin: false,
@@ -171,11 +176,26 @@ struct TableState {
     /// The reference to the pin the driver got with the callback: the
     /// callback's data. Dropped by the callback or the unpin, never twice.
     driver_ref: Option<Arc<Pin>>,
+    /// Whether the NIC of the registration holding the pin may use the
+    /// pages (the core's view): never while the driver unmaps or unpins.
+    nic_may_use: Option<Arc<AtomicBool>>,
+}
+
+impl TableState {
+    /// The driver unmaps or unpins: the NIC must have stopped using the pages.
+    fn nic_stopped(&self, what: &str) {
+        let busy = self.nic_may_use.as_ref().is_some_and(|n| n.load(SeqCst));
+        assert!(!busy, "{what} while the NIC may still use the pages");
+    }
 }
 
 struct Gpu {
     /// RM's API lock.
     api: Mutex<()>,
+    /// A client-wide lock. The module has none; placed bugs take it
+    /// (tests/loom/placed-bugs.py).
+    #[allow(dead_code)]
+    client_lock: Mutex<()>,
     /// The tables (each under its own lock in the driver, the table's
     /// `dma_mapping_list.lock`); index = table id. Table `i` is of buffer `i`.
     tables: Mutex<Vec<TableState>>,
@@ -197,6 +217,7 @@ impl Gpu {
     fn new(model: Model, module: Arc<Module>) -> Self {
         Self {
             api: Mutex::new(()),
+            client_lock: Mutex::new(()),
             tables: Mutex::new(Vec::new()),
             buffers_freed: Mutex::new(Vec::new()),
             next_mapping: AtomicUsize::new(1),
@@ -207,7 +228,7 @@ impl Gpu {
 
     /// get_pages (with `pin` as the callback's data) / get_pages_persistent
     /// of buffer `buffer`; refused once the buffer is freed.
-    fn pin(&self, pin: &Arc<Pin>, buffer: usize) -> Option<Table> {
+    fn pin(&self, pin: &Arc<Pin>, buffer: usize, nic: &Arc<AtomicBool>) -> Option<Table> {
         let _api = self.api.lock().unwrap();
         if self.buffers_freed.lock().unwrap().contains(&buffer) {
             return None;
@@ -218,6 +239,7 @@ impl Gpu {
         }
         let t = &mut tables[buffer];
         t.pinned = true;
+        t.nic_may_use = Some(nic.clone());
         t.persistent = pin.kind == PinKind::Persistent;
         if pin.kind == PinKind::Revocable {
             t.driver_ref = Some(pin.clone());
@@ -313,6 +335,7 @@ impl Driver for Gpu {
         let mut tables = self.tables.lock().unwrap();
         let t = &mut tables[table.0];
         assert!(!t.freed, "dma_unmap_pages of a table the driver freed");
+        t.nic_stopped("dma_unmap_pages");
         let at = t.mappings.iter().position(|&m| m == mapping.id);
         let at = at.expect("dma_unmap_pages of a mapping the table does not have");
         t.mappings.remove(at);
@@ -335,6 +358,7 @@ impl Driver for Gpu {
             t.put_failed = true;
             return -5;
         }
+        t.nic_stopped("put_pages");
         t.puts += 1;
         assert_eq!(t.puts, 1, "a pin put twice");
         t.callback_armed = false;
@@ -398,7 +422,7 @@ struct Core {
     /// Legacy: the per-client mutex, and the umem's state.
     client_lock: Mutex<UmemState>,
     /// From activation until the HCA stops using the pages.
-    nic_may_use: AtomicBool,
+    nic_may_use: Arc<AtomicBool>,
     /// The client context, until release.
     ctx: Mutex<Option<Arc<Pin>>>,
     releases: AtomicUsize,
@@ -418,7 +442,7 @@ impl Core {
             generation,
             mapping_lock: Mutex::new(UmemState::new()),
             client_lock: Mutex::new(UmemState::new()),
-            nic_may_use: AtomicBool::new(false),
+            nic_may_use: Arc::new(AtomicBool::new(false)),
             ctx: Mutex::new(None),
             releases: AtomicUsize::new(0),
             erased: AtomicBool::new(false),
@@ -713,8 +737,10 @@ fn acquire(gpu: &Arc<Gpu>, kind: PinKind, buffer: usize, core: &Arc<Core>) -> Op
         state: Mutex::new(PinState::new(state)),
         unmap_done: Condvar::new(),
     });
-    let table = gpu.pin(&pin, buffer)?;
+    let table = gpu.pin(&pin, buffer, &core.nic_may_use)?;
     let mut st = protocol::accept_pages(&*pin, table)?;
+    // The page table is checked under the lock (`check_page_table`).
+    gpu.read(buffer);
     st.owner.pinned(1);
     drop(st);
     Some(pin)
@@ -732,16 +758,25 @@ fn core_context(core: &Arc<Core>) -> u64 {
 fn pin_dma_map(pin: &Pin) -> bool {
     let model = pin.gpu.model;
     let check = |_: &Mapping| if model.check_fails { Err(-22) } else { Ok(()) };
-    let build = |_: &Mapping| {
+    let build = |_: &Mapping, reserved: &mut bool| {
         // The SG list is built from the driver's addresses, lock held.
         pin.gpu.read(pin.table);
         if model.sg_fails {
-            Err(-12)
+            Err(BuildError::Failed(-12))
+        } else if model.sg_needs_memory && !*reserved {
+            Err(BuildError::NeedMemory(-12))
         } else {
             Ok(Sg)
         }
     };
-    let mapped: Result<(), MapError<i32, i32>> = client::dma_map(pin, &(), check, build, |_| {});
+    // An allocation that reclaims: reclaim may enter the driver.
+    let reserve = |reserved: &mut bool| {
+        drop(pin.gpu.api.lock().unwrap());
+        *reserved = true;
+        Ok(())
+    };
+    let mapped: Result<(), MapError<i32, i32>> =
+        client::dma_map(pin, &(), check, &mut false, build, reserve, |_| {});
     mapped.is_ok()
 }
 
@@ -796,70 +831,79 @@ fn race(name: &str, model: Model) {
     let start = Instant::now();
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(MODEL_PREEMPTIONS);
-    builder.check(move || {
-        let module = Arc::new(Module::default());
-        let gpu = Arc::new(Gpu::new(model, module.clone()));
-        let client = Arc::new(ClientEntry::default());
-        if !model.load_window {
-            client.listed.store(true, SeqCst);
-            client.handle_stored.store(true, SeqCst);
-        }
-        let core = Arc::new(Core::new(model.generation, client.clone()));
-        let second = Arc::new(Core::new(model.generation, client.clone()));
-        let registering = {
-            let (gpu, core, second) = (gpu.clone(), core.clone(), second.clone());
-            thread::spawn(move || {
-                if model.second_pin && Core::register(&second, &gpu, model.kind, 1) {
-                    second.deregister();
-                }
-                if Core::register(&core, &gpu, model.kind, 0) {
+    let explored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder.check(move || {
+            let module = Arc::new(Module::default());
+            let gpu = Arc::new(Gpu::new(model, module.clone()));
+            let client = Arc::new(ClientEntry::default());
+            if !model.load_window {
+                client.listed.store(true, SeqCst);
+                client.handle_stored.store(true, SeqCst);
+            }
+            let core = Arc::new(Core::new(model.generation, client.clone()));
+            let second = Arc::new(Core::new(model.generation, client.clone()));
+            let registering = {
+                let (gpu, core, second) = (gpu.clone(), core.clone(), second.clone());
+                thread::spawn(move || {
+                    let active = Core::register(&core, &gpu, model.kind, 0);
+                    // The second registration while the first one's pin is
+                    // armed: its driver calls meet the first one's callback.
+                    if model.second_pin && Core::register(&second, &gpu, model.kind, 1) {
+                        second.deregister();
+                    }
+                    if active {
+                        if model.load_window {
+                            // The free lands while the registration is active.
+                            gpu.free(0, &core.nic_may_use);
+                        }
+                        core.deregister();
+                    }
+                    if model.unload {
+                        unload(&gpu);
+                    }
+                })
+            };
+            let freeing = {
+                let (gpu, core, client) = (gpu.clone(), core.clone(), client.clone());
+                thread::spawn(move || {
                     if model.load_window {
-                        // The free lands while the registration is active.
+                        // The module's init: the core lists the client, then
+                        // ib_register_peer_memory_client returns its handle.
+                        client.listed.store(true, SeqCst);
+                        client.handle_stored.store(true, SeqCst);
+                    } else {
                         gpu.free(0, &core.nic_may_use);
                     }
-                    core.deregister();
-                }
-                if model.unload {
-                    unload(&gpu);
-                }
-            })
-        };
-        let freeing = {
-            let (gpu, core, client) = (gpu.clone(), core.clone(), client.clone());
-            thread::spawn(move || {
-                if model.load_window {
-                    // The module's init: the core lists the client, then
-                    // ib_register_peer_memory_client returns its handle.
-                    client.listed.store(true, SeqCst);
-                    client.handle_stored.store(true, SeqCst);
-                } else {
-                    gpu.free(0, &core.nic_may_use);
-                }
-            })
-        };
-        registering.join().unwrap();
-        freeing.join().unwrap();
-        if model.load_window {
-            gpu.free(0, &core.nic_may_use);
-        }
-        if model.second_pin {
-            gpu.free(1, &second.nic_may_use);
-            second.check_end();
-        }
-        // Pins not revoked were put; persistent pins of freed buffers too.
-        assert!(
-            gpu.all_given_back(),
-            "a pin, a mapping or the driver's reference is still held"
-        );
-        core.check_end();
-        assert_eq!(module.refs.load(SeqCst), 0, "a module reference leaked");
-        counted.fetch_add(1, Relaxed);
-    });
+                })
+            };
+            registering.join().unwrap();
+            freeing.join().unwrap();
+            if model.load_window {
+                gpu.free(0, &core.nic_may_use);
+            }
+            if model.second_pin {
+                gpu.free(1, &second.nic_may_use);
+                second.check_end();
+            }
+            // Pins not revoked were put; persistent pins of freed buffers too.
+            assert!(
+                gpu.all_given_back(),
+                "a pin, a mapping or the driver's reference is still held"
+            );
+            core.check_end();
+            assert_eq!(module.refs.load(SeqCst), 0, "a module reference leaked");
+            counted.fetch_add(1, Relaxed);
+        });
+    }));
+    let verdict = if explored.is_ok() { "" } else { " (failed)" };
     println!(
-        "{name}: {} executions, {:.2} s",
+        "{name}: {} executions, {:.2} s{verdict}",
         executions.load(Relaxed),
         start.elapsed().as_secs_f64()
     );
+    if let Err(panic) = explored {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 use Generation::{Legacy, Mid, Modern};
@@ -914,6 +958,15 @@ fn modern_revocable_failed_scatterlist_unmaps_while_a_free_races() {
         ..Model::new(Modern, Revocable)
     };
     race("modern revocable, scatterlist fails", model);
+}
+
+#[test]
+fn modern_revocable_scatterlist_reserves_memory_while_a_free_races() {
+    let model = Model {
+        sg_needs_memory: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, scatterlist reserves memory", model);
 }
 
 #[test]
