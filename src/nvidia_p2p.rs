@@ -36,6 +36,7 @@
 //! into the driver or the RDMA core.
 
 use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::ffi::c_void;
 
 use kernel::bindings;
@@ -47,7 +48,7 @@ use kernel::{new_condvar, new_mutex, try_pin_init};
 use crate::abi;
 use crate::peermem_core::client::{self, Registration};
 use crate::peermem_core::protocol::{self, Driver, PinLock, PinState};
-use crate::peermem_core::range::GpuRange;
+use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::version::{self, AbiError, PageTableAbi};
 
 pub(crate) use crate::peermem_core::protocol::{PinKind, PinOwner};
@@ -435,7 +436,18 @@ unsafe fn check_mapping(m: NonNull<abi::nvidia_p2p_dma_mapping>, len: u64) -> Re
     version::check_dma_mapping(ver, page_size, entries, len)
 }
 
+/// A free callback dropped the driver's reference to its pin: the module's
+/// exit must wait for the callbacks in flight ([`wait_for_callbacks`]).
+static CALLBACK_DROPPED_REFERENCE: AtomicBool = AtomicBool::new(false);
+
 /// The driver's free callback for revocable pins of `GpuPin<T>`.
+///
+/// When the reference it drops is the pin's last (the core released the
+/// registration meanwhile), the module reference the pin's owner holds
+/// goes with it, and the callback still returns through this module's
+/// text: the driver holds no reference to the module for its callback.
+/// The module's exit therefore waits for the callbacks in flight
+/// ([`wait_for_callbacks`]).
 ///
 /// # Safety
 ///
@@ -451,8 +463,66 @@ unsafe extern "C" fn free_callback<T: Owner>(data: *mut c_void) {
     // returns.
     let pin = unsafe { ArcBorrow::from_raw(raw) };
     if protocol::free_callback(&*pin) {
+        // Before the drop, which may be the module's last reference: the
+        // exit that the drop allows reads it after `try_stop_module` saw
+        // the count at zero (`module_put` and that read are ordered by the
+        // refcount's fully ordered atomics).
+        CALLBACK_DROPPED_REFERENCE.store(true, Ordering::SeqCst);
         // SAFETY: the driver's reference, handed over to this callback.
         drop(unsafe { Arc::from_raw(raw) });
+    }
+}
+
+/// No-op: the callback [`wait_for_callbacks`] must pass; never called (that
+/// pin always fails).
+unsafe extern "C" fn never_called(_data: *mut c_void) {}
+
+/// Returns once every free callback the driver began before has returned
+/// to the driver, if a callback ever dropped a pin's reference (then its
+/// last instructions may still be running in this module's text). Called
+/// by the module's exit, when no reference holds the module: no pin is
+/// armed (each holds one), so no callback starts afterwards.
+///
+/// The driver runs every free callback holding its API lock and drops it
+/// only after the callback returned and the table was freed
+/// (`third_party_p2p.c` `CliDelThirdPartyP2PVidmemInfo`, `nv-p2p.c`
+/// `nv_p2p_mem_info_free_callback`). A revocable pin takes that lock before
+/// looking the address up (`osapi.c` `rm_p2p_get_pages`:
+/// `rmapiLockAcquire`, then `RmP2PGetPagesWithoutCallbackRegistration`),
+/// so a pin of address 0, which no process has as GPU memory, waits for
+/// the callbacks in flight and fails, silently (`p2p.c`
+/// `RmP2PGetInfoWithoutToken` finds no P2P info for the caller).
+pub(crate) fn wait_for_callbacks() {
+    if !CALLBACK_DROPPED_REFERENCE.load(Ordering::SeqCst) {
+        return;
+    }
+    // The allocations before the lock may fail: then try again.
+    for _ in 0..1000 {
+        let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
+        // SAFETY: a valid out-pointer and a callback that does nothing; the
+        // range is 64 KiB-aligned.
+        let ret = unsafe {
+            abi::nvidia_p2p_get_pages(
+                0,
+                0,
+                0,
+                GPU_PAGE_SIZE,
+                &mut table,
+                Some(never_called),
+                ptr::null_mut(),
+            )
+        };
+        if ret == 0 {
+            // Address 0 pinned after all: give it back.
+            // SAFETY: the table just returned for address 0; its callback
+            // does nothing.
+            unsafe { abi::nvidia_p2p_put_pages(0, 0, 0, table) };
+            return;
+        }
+        if ret != ENOMEM.to_errno() {
+            return;
+        }
+        crate::shim::sleep_briefly();
     }
 }
 
