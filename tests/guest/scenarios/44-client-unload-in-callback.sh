@@ -40,6 +40,8 @@ if load_stack $t "mode=legacy" "" "persistent_api_support=0 peerdirect_support=1
 	expect_eq "$t/free" 1 "$(cat /tmp/44-free.out)"
 	expect_counter "$t/not-unloaded-in-callback" gpu violation.unloaded_in_callback 0
 	nvpm-tool gpu set callback_return_ms 0
+	# The application's deregistration: the core released it already.
+	expect_ok "$t/dereg" nvpm-tool core dereg "$id"
 	expect_nothing_held "$t/nothing-held"
 	expect_ok "$t/clean" nvpm-tool expect-clean
 	expect_ok "$t/rmmod-sims" rmmod mofed_peer_sim nvidia
