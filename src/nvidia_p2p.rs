@@ -475,7 +475,7 @@ unsafe extern "C" fn free_callback<T: Owner>(data: *mut c_void) {
 
 /// No-op: the callback [`wait_for_callbacks`] must pass; never called (that
 /// pin always fails).
-unsafe extern "C" fn never_called(_data: *mut c_void) {}
+extern "C" fn never_called(_data: *mut c_void) {}
 
 /// Returns once every free callback the driver began before has returned
 /// to the driver, if a callback ever dropped a pin's reference (then its
