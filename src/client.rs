@@ -3,11 +3,13 @@
 //! The peer-memory clients `nv_mem`, `nv_mem_nc` and `nv_mem_fallback`:
 //! what this module does for the RDMA core, on top of the safe wrappers.
 //!
-//! One registration is one [`Context`]: a [`GpuPin`] holding a [`RegState`].
-//! The pin taken by `acquire` to claim the range is the pin the registration
-//! uses (one pin per registration). Every callback steps the registration's
-//! state machine (`peermem_core::state`) under the pin's lock and then does
-//! what it returns, without the lock.
+//! One registration is one [`Context`]: a [`GpuPin`] holding a
+//! [`Registration`]. The pin taken by `acquire` to claim the range is the
+//! pin the registration uses (one pin per registration). What each of the
+//! core's calls and the driver's free callback decides is the pure crate's
+//! (`peermem_core::client`, run by the loom models too); this file gives it
+//! the kernel's statistics, log lines and types ([`KernelEnv`]) and turns
+//! its answers into errnos.
 
 #![forbid(unsafe_code)]
 
@@ -16,15 +18,16 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
-use crate::nvidia_p2p::{GpuPin, P2pError, PinGuard, PinKind, PinOwner};
+use crate::nvidia_p2p::{GpuPin, P2pError, PinKind};
 use crate::peer_mem::{
-    DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration, SgOut,
+    DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration as Client, SgOut,
 };
-use crate::peermem_core::protocol::{Forwarding, Threads};
+use crate::peermem_core::client::{self, BuildError, Env, MapError, Note, Registration};
+use crate::peermem_core::protocol::Threads;
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
-use crate::peermem_core::state::{step, Action, Event, Phase, Refusal};
-use crate::scatterlist::SgTable;
+use crate::peermem_core::state::Refusal;
+use crate::scatterlist::{SgError, SgReserve, SgTable};
 use crate::stats::{Counter, STATS};
 
 /// The invalidation entry point of the revocable client.
@@ -35,108 +38,48 @@ static PERSISTENT_REFUSED: AtomicBool = AtomicBool::new(false);
 static ABI_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// One registration.
-pub(crate) type Context = GpuPin<RegState>;
+pub(crate) type Context = GpuPin<Registration<KernelEnv>>;
 
-/// The client's state of one registration, behind the pin's lock.
-pub(crate) struct RegState {
-    phase: Phase,
-    core_context: Option<u64>,
-    /// Where invalidations go (revocable pins only).
-    invalidator: Option<&'static InvalidatorSlot>,
-    /// The thread forwarding an invalidation for this registration, if any.
-    forwarder: Option<kernel::task::Pid>,
-    /// Bytes counted in `pinned_bytes` (0 once given back).
-    pinned_len: u64,
-    /// The scatterlist handed to the core; freed at release.
-    sg: Option<SgTable>,
-    _module: ModuleRef,
-}
+/// The kernel as the platform of `peermem_core::client`.
+pub(crate) struct KernelEnv;
 
-impl RegState {
-    /// Applies `event`; returns the action, or the errno the core gets.
-    /// Inlined: each caller's event is a constant, which leaves a test of
-    /// the phase or two.
+impl Env for KernelEnv {
+    type Threads = KernelThreads;
+    type Invalidator = &'static InvalidatorSlot;
+    type Sg = SgTable;
+    type Keep = ModuleRef;
+
+    /// Inlined: each caller's note is a constant.
     #[inline]
-    fn apply(&mut self, event: Event) -> Result<Action> {
-        match step(self.phase, event) {
-            Ok((next, action)) => {
-                self.phase = next;
-                Ok(action)
-            }
-            Err(refusal) => Err(self.refuse(event, refusal)),
-        }
-    }
-
-    /// The errno for a refused `event`, counted and logged if out of order.
-    #[cold]
-    #[inline(never)]
-    fn refuse(&self, event: Event, refusal: Refusal) -> Error {
-        match refusal {
-            Refusal::Revoked => EFAULT,
-            Refusal::OutOfOrder => {
+    fn note(note: Note) {
+        match note {
+            Note::ContextLive => STATS.add(Counter::ContextsLive, 1),
+            Note::ContextGone => STATS.sub(Counter::ContextsLive, 1),
+            Note::Pinned(len) => STATS.add(Counter::PinnedBytes, len),
+            Note::Unpinned(len) => STATS.sub(Counter::PinnedBytes, len),
+            Note::Revoking => STATS.add(Counter::Invalidations, 1),
+            Note::Forwarded => STATS.add(Counter::InvalidationsForwarded, 1),
+            Note::NotDelivered(core_context) => pr_err!(
+                "invalidation of core context {} not delivered: client not registered\n",
+                core_context
+            ),
+            Note::OutOfOrder(event, phase) => {
                 STATS.add(Counter::OutOfOrderCalls, 1);
                 if crate::shim::ratelimit() {
-                    pr_warn!("{:?} refused in phase {:?}\n", event, self.phase);
+                    pr_warn!("{:?} refused in phase {:?}\n", event, phase);
                 }
-                EINVAL
             }
+            Note::UnpinParked => STATS.add(Counter::UnpinsInRelease, 1),
+            Note::Released => STATS.add(Counter::Deregistrations, 1),
         }
     }
 }
 
-impl RegState {
-    /// Takes the pages out of the statistics.
-    fn unaccount(&mut self) {
-        STATS.sub(Counter::PinnedBytes, core::mem::take(&mut self.pinned_len));
-    }
-}
-
-impl PinOwner for RegState {
-    type Followup = Option<(u64, &'static InvalidatorSlot)>;
-
-    fn pinned(&mut self, len: u64) {
-        if self.phase == Phase::Pinned {
-            self.pinned_len = len;
-            STATS.add(Counter::PinnedBytes, len);
-        }
-    }
-
-    fn revoking(&mut self) -> Self::Followup {
-        STATS.add(Counter::Invalidations, 1);
-        let action = self.apply(Event::CallbackBegin);
-        if self.phase == Phase::Revoking {
-            // The driver takes the pages back.
-            self.unaccount();
-        }
-        match action {
-            Ok(Action::ForwardInvalidation) => {
-                self.forwarder = Some(crate::shim::current_pid());
-                self.core_context.zip(self.invalidator)
-            }
-            _ => None,
-        }
-    }
-
-    fn revoked(followup: Self::Followup) {
-        if let Some((core_context, slot)) = followup {
-            if slot.invalidate(core_context) {
-                STATS.add(Counter::InvalidationsForwarded, 1);
-            } else {
-                pr_err!(
-                    "invalidation of core context {} not delivered: client not registered\n",
-                    core_context
-                );
-            }
-        }
-    }
-
-    fn revoke_end(&mut self) {
-        self.forwarder = None;
-        let _ = self.apply(Event::CallbackEnd);
-    }
-
-    fn teardown_end(&mut self) {
-        let _ = self.apply(Event::TeardownEnd);
+/// The errno the core gets for a refused call.
+fn refusal_errno(refusal: Refusal) -> Error {
+    match refusal {
+        Refusal::Revoked => EFAULT,
+        Refusal::OutOfOrder => EINVAL,
     }
 }
 
@@ -146,16 +89,18 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
         STATS.add(Counter::Declines, 1);
         return None;
     };
-    let state = RegState {
-        phase: Phase::Pinned,
-        core_context: None,
-        invalidator: (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT),
-        forwarder: None,
-        pinned_len: 0,
-        sg: None,
-        _module: ModuleRef::get()?,
+    let invalidator = (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT);
+    let Ok(state) = Registration::new(invalidator, ModuleRef::get()?) else {
+        // The core asks before our registration returned its handle.
+        STATS.add(Counter::Declines, 1);
+        if crate::shim::ratelimit() {
+            pr_info!(
+                "range at {:#x} declined: the revocable client is still registering\n",
+                range.start()
+            );
+        }
+        return None;
     };
-    STATS.add(Counter::ContextsLive, 1);
     let Ok(pin) = GpuPin::new(range, kind, state) else {
         STATS.add(Counter::ErrorsAcquire, 1);
         return None;
@@ -193,6 +138,17 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
     match e {
         // Not GPU memory: the common, silent case.
         P2pError::Driver(e) if e == EINVAL => {}
+        // Freed while being pinned: the application's race, answered as it
+        // should be (the core gets no context); not an error of ours.
+        P2pError::Revoked => {
+            if crate::shim::ratelimit() {
+                pr_info!(
+                    "{} bytes at {:#x} declined: the GPU memory was freed while being pinned\n",
+                    range.len(),
+                    range.start()
+                );
+            }
+        }
         P2pError::Driver(e) if is_not_supported(e) && kind == PinKind::Persistent => {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(
@@ -225,11 +181,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
 }
 
 fn get_pages(ctx: ArcBorrow<'_, Context>, core_context: u64) -> Result {
-    let mut pin = ctx.lock();
-    let state = pin.owner();
-    state.apply(Event::GetPages)?;
-    state.core_context = Some(core_context);
-    Ok(())
+    client::get_pages(&*ctx, core_context).map_err(refusal_errno)
 }
 
 fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) -> Result {
@@ -240,76 +192,81 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
         }
         return Err(EINVAL);
     };
-    let (mut pin, mapped) = ctx.map(&pci, |state| state.apply(Event::MapBegin).map(|_| ()))?;
-    if let Err(e) = mapped {
-        pin.owner().apply(Event::MapEnd { ok: false })?;
+    let limit = segment_limit(dev.max_segment_size());
+    // CAST: at most the pinned length in 64 KiB pages, far below usize::MAX.
+    let pages = (ctx.range().len() / GPU_PAGE_SIZE) as usize;
+    ctx.dma_map(
+        &pci,
+        &mut SgReserve::new(),
+        |addresses, reserve| {
+            SgTable::new(addresses, limit, reserve).map_err(|e| match e {
+                SgError::NeedMemory => BuildError::NeedMemory(ENOMEM),
+                SgError::Failed(e) => BuildError::Failed(e),
+            })
+        },
+        |reserve| reserve.fill(pages),
+        |table| {
+            out.publish(table);
+            STATS.add(Counter::Sges, u64::from(table.len()));
+        },
+    )
+    .map_err(|e| map_failed(ctx.range(), e))
+}
+
+/// Counts and logs a failed map; the errno for the core.
+#[cold]
+#[inline(never)]
+fn map_failed(range: GpuRange, e: MapError<P2pError, Error>) -> Error {
+    let errno = match e {
+        MapError::Refused(refusal) => refusal_errno(refusal),
+        MapError::Driver(P2pError::Driver(e)) | MapError::Sg(e) => e,
+        MapError::Driver(P2pError::Revoked) | MapError::Revoked => EFAULT,
+        MapError::Driver(P2pError::Abi(_) | P2pError::State) | MapError::State => EINVAL,
+    };
+    if e.is_failed_map() {
         STATS.add(Counter::ErrorsDmaMap, 1);
         if crate::shim::ratelimit() {
-            pr_err!("cannot map {:#x} for the NIC: {}\n", ctx.range().start(), e);
-        }
-        return Err(match e {
-            P2pError::Driver(e) => e,
-            P2pError::Revoked => EFAULT,
-            P2pError::Abi(_) | P2pError::State => EINVAL,
-        });
-    }
-    // Read the driver's addresses under the lock: a free callback waits for us.
-    let limit = segment_limit(dev.max_segment_size());
-    let table = pin.dma_addresses().map(|pages| SgTable::new(pages, limit));
-    match table {
-        Some(Ok(table)) => {
-            pin.owner().apply(Event::MapEnd { ok: true })?;
-            out.publish(&table);
-            STATS.add(Counter::Sges, u64::from(table.len()));
-            pin.owner().sg = Some(table);
-            Ok(())
-        }
-        Some(Err(e)) => {
-            let undo = pin.take_mapping();
-            let _ = pin.owner().apply(Event::MapEnd { ok: false });
-            drop(pin);
-            if let Some(undo) = undo {
-                undo.run(&*ctx);
+            let start = range.start();
+            match e {
+                MapError::Sg(e) => {
+                    pr_err!(
+                        "cannot map {:#x} for the NIC: its scatterlist: {:?}\n",
+                        start,
+                        e
+                    )
+                }
+                MapError::Driver(why) => {
+                    pr_err!("cannot map {:#x} for the NIC: {}\n", start, why)
+                }
+                MapError::Revoked => pr_err!(
+                    "cannot map {:#x} for the NIC: {}\n",
+                    start,
+                    P2pError::Revoked
+                ),
+                MapError::State | MapError::Refused(_) => {
+                    pr_err!("cannot map {:#x} for the NIC: {}\n", start, P2pError::State)
+                }
             }
-            STATS.add(Counter::ErrorsDmaMap, 1);
-            Err(e)
         }
-        // Revoked after the driver mapped: its callback is running.
-        None => pin
-            .owner()
-            .apply(Event::MapEnd { ok: true })
-            .and(Err(EFAULT)),
     }
+    errno
 }
 
 fn dma_unmap(ctx: ArcBorrow<'_, Context>) -> Result {
-    ctx.lock().owner().apply(Event::Unmap).map(|_| ())
+    client::dma_unmap(&*ctx).map_err(refusal_errno)
 }
 
 fn put_pages(ctx: ArcBorrow<'_, Context>) {
-    let pin = ctx.lock();
-    end_of_use(ctx, pin, Event::PutPages);
+    client::put_pages(&*ctx);
 }
 
 fn release(ctx: Arc<Context>) {
-    let mut pin = ctx.lock_after_forward::<KernelThreads>();
-    // Freed here, not in put_pages: a core may skip put_pages after an
-    // invalidation, never release.
-    let sg = pin.owner().sg.take();
-    // A revocable pin's unpin, parked by put_pages (then Release is no
-    // teardown of its own).
-    let parked = pin.take_parked_teardown();
-    end_of_use(ctx.as_arc_borrow(), pin, Event::Release);
-    if let Some(teardown) = parked {
-        ctx.run_teardown(teardown);
-    }
-    drop(sg);
-    STATS.add(Counter::Deregistrations, 1);
+    client::release(&*ctx);
 }
 
 /// The kernel's threads, for `protocol::lock_after_forward`: release waits
 /// there until no other thread forwards an invalidation for its registration.
-struct KernelThreads;
+pub(crate) struct KernelThreads;
 
 impl Threads for KernelThreads {
     type Id = kernel::task::Pid;
@@ -320,47 +277,6 @@ impl Threads for KernelThreads {
 
     fn pause() {
         crate::shim::sleep_briefly();
-    }
-}
-
-impl Forwarding<KernelThreads> for RegState {
-    fn forwarder(&self) -> Option<kernel::task::Pid> {
-        self.forwarder
-    }
-}
-
-/// put_pages or release, with `pin` (the lock of `ctx`) held: unpins if the
-/// registration still holds pages.
-///
-/// put_pages of revocable pages leaves the unpin to `release`: MOFED 5.1 to
-/// 5.4-2 call put_pages holding the umem's `mapping_lock`, which their
-/// invalidation takes, while the driver's unpin waits for a running free
-/// callback, which forwards that invalidation (bug 2696789). Every core
-/// calls `release` right after put_pages and without that lock; MOFED 5.0
-/// and earlier call it inside an invalidation only, when the pages are
-/// already revoked. So the pages are unpinned before deregistration returns.
-/// Inlined: each caller's event is a constant.
-#[inline(always)]
-fn end_of_use(ctx: ArcBorrow<'_, Context>, mut pin: PinGuard<'_, RegState>, event: Event) {
-    let Ok(Action::Teardown) = pin.owner().apply(event) else {
-        return;
-    };
-    let kind = ctx.kind();
-    pin.owner().unaccount();
-    if kind == PinKind::Revocable && event == Event::PutPages {
-        STATS.add(Counter::UnpinsInRelease, 1);
-        pin.park_teardown();
-        return;
-    }
-    let teardown = pin.take_teardown();
-    drop(pin);
-    let ctx: Arc<Context> = ctx.into();
-    ctx.run_teardown(teardown);
-}
-
-impl Drop for RegState {
-    fn drop(&mut self) {
-        STATS.sub(Counter::ContextsLive, 1);
     }
 }
 
@@ -430,7 +346,7 @@ impl Config {
 
 /// The registered clients, unregistered in order on drop.
 pub(crate) struct Clients {
-    registrations: KVec<Registration>,
+    registrations: KVec<Client>,
 }
 
 impl Clients {
@@ -457,19 +373,9 @@ impl Clients {
         let mut registrations = KVec::with_capacity(plan.len(), GFP_KERNEL)?;
         for (name, persistent, invalidation) in plan {
             let registered = if persistent {
-                Registration::register::<PersistentClient>(
-                    name,
-                    version,
-                    invalidation,
-                    &REVOCABLE_SLOT,
-                )
+                Client::register::<PersistentClient>(name, version, invalidation, &REVOCABLE_SLOT)
             } else {
-                Registration::register::<RevocableClient>(
-                    name,
-                    version,
-                    invalidation,
-                    &REVOCABLE_SLOT,
-                )
+                Client::register::<RevocableClient>(name, version, invalidation, &REVOCABLE_SLOT)
             };
             match registered {
                 Ok(r) => registrations.push(r, GFP_KERNEL)?,

@@ -36,6 +36,7 @@
 //! into the driver or the RDMA core.
 
 use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::ffi::c_void;
 
 use kernel::bindings;
@@ -45,8 +46,9 @@ use kernel::sync::{Arc, ArcBorrow, CondVar, Mutex};
 use kernel::{new_condvar, new_mutex, try_pin_init};
 
 use crate::abi;
-use crate::peermem_core::protocol::{self, Driver, MapFailure, PinLock, PinState};
-use crate::peermem_core::range::GpuRange;
+use crate::peermem_core::client::{self, Registration};
+use crate::peermem_core::protocol::{self, Driver, PinLock, PinState};
+use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::version::{self, AbiError, PageTableAbi};
 
 pub(crate) use crate::peermem_core::protocol::{PinKind, PinOwner};
@@ -231,15 +233,27 @@ impl<T: Owner> PinLock for GpuPin<T> {
     fn va(&self) -> u64 {
         self.range.start()
     }
-}
 
-/// The pin's lock, held.
-pub(crate) struct PinGuard<'a, T: PinOwner> {
-    guard: Guard<'a, PinStateOf<T>, MutexBackend>,
+    fn finish_unpin(&self, unpinned: protocol::Unpinned) {
+        if unpinned.drop_reference {
+            // SAFETY: every `GpuPin` lives in an `Arc` (`GpuPin::new`), so
+            // `self` is the pointer `pin()` handed the driver with its
+            // reference; the protocol says the callback will not run again
+            // and did not keep that reference.
+            drop(unsafe { Arc::from_raw(core::ptr::from_ref(self)) });
+        }
+        match unpinned.put {
+            Some(ret) if ret != 0 => {
+                pr_err!(
+                    "nvidia_p2p_put_pages of {:#x} failed: {}\n",
+                    self.range.start(),
+                    ret
+                );
+            }
+            _ => {}
+        }
+    }
 }
-
-/// Handles taken out of a pin to be unmapped and unpinned without its lock.
-pub(crate) type Teardown = protocol::Teardown<NvidiaP2p>;
 
 impl<T: Owner> GpuPin<T> {
     /// A pin for `range`, not pinned yet.
@@ -260,29 +274,6 @@ impl<T: Owner> GpuPin<T> {
         self.range
     }
 
-    /// How the range is pinned.
-    pub(crate) fn kind(&self) -> PinKind {
-        self.kind
-    }
-
-    /// Takes the pin's lock.
-    pub(crate) fn lock(&self) -> PinGuard<'_, T> {
-        PinGuard {
-            guard: self.inner.lock(),
-        }
-    }
-
-    /// Takes the pin's lock once no other thread forwards an invalidation
-    /// for it (`protocol::lock_after_forward`).
-    pub(crate) fn lock_after_forward<Th: protocol::Threads>(&self) -> PinGuard<'_, T>
-    where
-        T: protocol::Forwarding<Th>,
-    {
-        PinGuard {
-            guard: protocol::lock_after_forward::<Th, Self>(self),
-        }
-    }
-
     /// Pins the range in the driver and validates the page table.
     ///
     /// Must not be called from atomic context. Called once, before the pin is
@@ -301,7 +292,7 @@ impl<T: Owner> GpuPin<T> {
             },
             PinKind::Revocable => {
                 // The driver holds this reference until put_pages returns or
-                // the callback ends; see `free_callback` and `run_teardown`.
+                // the callback ends; see `free_callback` and `finish_unpin`.
                 let data = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
                 // SAFETY: as above; `free_callback::<T>` matches `data`'s type.
                 let ret = unsafe {
@@ -350,96 +341,48 @@ impl<T: Owner> GpuPin<T> {
             }
         }
     }
-
-    /// Maps the pinned pages for `peer` and validates the mapping. `begin`
-    /// runs first, under the lock: its error is returned, nothing mapped.
-    /// The driver is called without the lock; returns the lock, taken again,
-    /// with the outcome.
-    ///
-    /// Must not be called from atomic context.
-    pub(crate) fn map(
-        &self,
-        peer: &PciDevice,
-        begin: impl FnOnce(&mut T) -> Result,
-    ) -> Result<(PinGuard<'_, T>, Result<(), P2pError>)> {
-        let len = self.range.len();
-        let (guard, outcome) = protocol::map(self, peer, begin, |mapping| {
-            // SAFETY: just returned by the driver, not revoked, lock held.
-            unsafe { check_mapping(mapping.ptr, len) }.map_err(P2pError::Abi)
-        })?;
-        let outcome = outcome.map_err(|failure| match failure {
-            MapFailure::Driver(e) => e,
-            MapFailure::Revoked => P2pError::Revoked,
-            MapFailure::State => P2pError::State,
-        });
-        Ok((PinGuard { guard }, outcome))
-    }
-
-    /// Unmaps and unpins now, then tells the owner.
-    pub(crate) fn run_teardown(self: &Arc<Self>, teardown: Teardown) {
-        self.finish_unpin(teardown.run(&**self));
-    }
-
-    /// Logs a failed unpin and drops the driver's reference if it is ours.
-    fn finish_unpin(self: &Arc<Self>, unpinned: protocol::Unpinned) {
-        if unpinned.drop_reference {
-            // SAFETY: the reference `pin()` handed the driver: the protocol
-            // says the callback will not run again and did not keep it.
-            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
-        }
-        match unpinned.put {
-            Some(ret) if ret != 0 => {
-                pr_err!(
-                    "nvidia_p2p_put_pages of {:#x} failed: {}\n",
-                    self.range.start(),
-                    ret
-                );
-            }
-            _ => {}
-        }
-    }
 }
 
-impl<T: Owner> PinGuard<'_, T> {
-    /// The client's state.
-    pub(crate) fn owner(&mut self) -> &mut T {
-        &mut self.guard.owner
-    }
-
-    /// The DMA address of each 64 KiB page, if mapped and not revoked.
-    pub(crate) fn dma_addresses(&self) -> Option<&[u64]> {
-        let mapping = self.guard.mapping()?;
-        // SAFETY: the mapping is live (not revoked, lock held); `check_mapping`
-        // verified `entries` against the pinned length.
-        unsafe {
-            let m = mapping.ptr.as_ptr();
-            Some(core::slice::from_raw_parts(
-                (*m).dma_addresses,
-                (*m).entries as usize,
-            ))
-        }
-    }
-
-    /// Takes the handles out for a teardown; a callback from now on owns nothing.
-    pub(crate) fn take_teardown(&mut self) -> Teardown {
-        self.guard.take_teardown()
-    }
-
-    /// Leaves the teardown to [`PinGuard::take_parked_teardown`].
-    pub(crate) fn park_teardown(&mut self) {
-        self.guard.park_teardown();
-    }
-
-    /// The teardown parked by [`PinGuard::park_teardown`], if any, to be
-    /// run with [`GpuPin::run_teardown`] once the lock is dropped.
-    pub(crate) fn take_parked_teardown(&mut self) -> Option<Teardown> {
-        self.guard.take_parked_teardown()
-    }
-
-    /// Takes only the mapping out, to undo a `map` the client cannot use;
-    /// run it with [`protocol::Unmap::run`] once the lock is dropped.
-    pub(crate) fn take_mapping(&mut self) -> Option<protocol::Unmap<NvidiaP2p>> {
-        self.guard.take_mapping()
+impl<E> GpuPin<Registration<E>>
+where
+    E: client::Env,
+    Registration<E>: Owner,
+{
+    /// `dma_map` of [`client::dma_map`]: maps the pinned pages for `peer`,
+    /// checks the mapping, hands `build` the DMA address of each 64 KiB page
+    /// and `publish` what it built, under the pin's lock; `reserve` runs
+    /// without it when `build` asks for memory.
+    ///
+    /// Must not be called from atomic context.
+    pub(crate) fn dma_map<S, R>(
+        &self,
+        peer: &PciDevice,
+        scratch: &mut R,
+        mut build: impl FnMut(&[u64], &mut R) -> Result<E::Sg, client::BuildError<S>>,
+        reserve: impl FnOnce(&mut R) -> Result<(), S>,
+        publish: impl FnOnce(&E::Sg),
+    ) -> Result<(), client::MapError<P2pError, S>> {
+        let len = self.range.len();
+        client::dma_map(
+            self,
+            peer,
+            // SAFETY: just returned by the driver, not revoked, lock held.
+            |mapping| unsafe { check_mapping(mapping.ptr, len) }.map_err(P2pError::Abi),
+            scratch,
+            |mapping, scratch| {
+                // SAFETY: `client::dma_map` hands `build` the stored mapping,
+                // i.e. one that passed `check_mapping` (`protocol::map` stores
+                // only those), under the pin's lock while not revoked: live,
+                // and `entries` was checked against the pinned length.
+                let pages = unsafe {
+                    let m = mapping.ptr.as_ptr();
+                    core::slice::from_raw_parts((*m).dma_addresses, (*m).entries as usize)
+                };
+                build(pages, scratch)
+            },
+            reserve,
+            publish,
+        )
     }
 }
 
@@ -493,19 +436,93 @@ unsafe fn check_mapping(m: NonNull<abi::nvidia_p2p_dma_mapping>, len: u64) -> Re
     version::check_dma_mapping(ver, page_size, entries, len)
 }
 
+/// A free callback dropped the driver's reference to its pin: the module's
+/// exit must wait for the callbacks in flight ([`wait_for_callbacks`]).
+static CALLBACK_DROPPED_REFERENCE: AtomicBool = AtomicBool::new(false);
+
 /// The driver's free callback for revocable pins of `GpuPin<T>`.
+///
+/// When the reference it drops is the pin's last (the core released the
+/// registration meanwhile), the module reference the pin's owner holds
+/// goes with it, and the callback still returns through this module's
+/// text: the driver holds no reference to the module for its callback.
+/// The module's exit therefore waits for the callbacks in flight
+/// ([`wait_for_callbacks`]).
 ///
 /// # Safety
 ///
 /// `data` is the reference `GpuPin::pin` handed to `nvidia_p2p_get_pages`.
 unsafe extern "C" fn free_callback<T: Owner>(data: *mut c_void) {
     let raw = data.cast::<GpuPin<T>>().cast_const();
-    // SAFETY: the driver's reference keeps the pin alive for the whole callback:
-    // either we own it (dropped below) or a teardown waits in put_pages.
+    // SAFETY: `data` is the driver's reference to the pin, and only this
+    // callback or a teardown's unpin drops it. The teardown drops it only
+    // after its `put_pages` returned, and `put_pages` takes the driver's API
+    // lock (`osapi.c` `rm_p2p_put_pages`), which the driver holds across
+    // this callback (`third_party_p2p.c` `CliDelThirdPartyP2PVidmemInfo`):
+    // so the pin lives until this callback drops the reference below or
+    // returns.
     let pin = unsafe { ArcBorrow::from_raw(raw) };
     if protocol::free_callback(&*pin) {
+        // Before the drop, which may be the module's last reference: the
+        // exit that the drop allows reads it after `try_stop_module` saw
+        // the count at zero (`module_put` and that read are ordered by the
+        // refcount's fully ordered atomics).
+        CALLBACK_DROPPED_REFERENCE.store(true, Ordering::SeqCst);
         // SAFETY: the driver's reference, handed over to this callback.
         drop(unsafe { Arc::from_raw(raw) });
+    }
+}
+
+/// No-op: the callback [`wait_for_callbacks`] must pass; never called (that
+/// pin always fails).
+extern "C" fn never_called(_data: *mut c_void) {}
+
+/// Returns once every free callback the driver began before has returned
+/// to the driver, if a callback ever dropped a pin's reference (then its
+/// last instructions may still be running in this module's text). Called
+/// by the module's exit, when no reference holds the module: no pin is
+/// armed (each holds one), so no callback starts afterwards.
+///
+/// The driver runs every free callback holding its API lock and drops it
+/// only after the callback returned and the table was freed
+/// (`third_party_p2p.c` `CliDelThirdPartyP2PVidmemInfo`, `nv-p2p.c`
+/// `nv_p2p_mem_info_free_callback`). A revocable pin takes that lock before
+/// looking the address up (`osapi.c` `rm_p2p_get_pages`:
+/// `rmapiLockAcquire`, then `RmP2PGetPagesWithoutCallbackRegistration`),
+/// so a pin of address 0, which no process has as GPU memory, waits for
+/// the callbacks in flight and fails, silently (`p2p.c`
+/// `RmP2PGetInfoWithoutToken` finds no P2P info for the caller).
+pub(crate) fn wait_for_callbacks() {
+    if !CALLBACK_DROPPED_REFERENCE.load(Ordering::SeqCst) {
+        return;
+    }
+    // The allocations before the lock may fail: then try again.
+    for _ in 0..1000 {
+        let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
+        // SAFETY: a valid out-pointer and a callback that does nothing; the
+        // range is 64 KiB-aligned.
+        let ret = unsafe {
+            abi::nvidia_p2p_get_pages(
+                0,
+                0,
+                0,
+                GPU_PAGE_SIZE,
+                &mut table,
+                Some(never_called),
+                ptr::null_mut(),
+            )
+        };
+        if ret == 0 {
+            // Address 0 pinned after all: give it back.
+            // SAFETY: the table just returned for address 0; its callback
+            // does nothing.
+            unsafe { abi::nvidia_p2p_put_pages(0, 0, 0, table) };
+            return;
+        }
+        if ret != ENOMEM.to_errno() {
+            return;
+        }
+        crate::shim::sleep_briefly();
     }
 }
 

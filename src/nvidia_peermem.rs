@@ -80,6 +80,10 @@ impl Drop for NvidiaPeermem {
         // Unregistering waits until the core released every registration
         // (and so unpinned it).
         drop(self.clients.take());
+        // A free callback that dropped a registration's last reference
+        // (and with it the reference on this module) may still be returning
+        // through this module's text.
+        nvidia_p2p::wait_for_callbacks();
         pr_info!("unloaded\n");
     }
 }

@@ -19,6 +19,7 @@ use kernel::sync::{Arc, ArcBorrow};
 
 use crate::abi;
 use crate::nvidia_p2p::PciDevice;
+use crate::peermem_core::client::Invalidator;
 use crate::scatterlist::SgTable;
 
 /// `IB_PEER_MEMORY_VER_MAX - 2`: byte 14 is the NUL, byte 15 the new-style flag.
@@ -91,15 +92,21 @@ impl DmaDevice {
 
 /// The core's invalidation entry point for one registered client.
 ///
-/// The core writes its function during registration; the handle is stored
-/// when registration returns.
+/// The core writes its function during registration, before it lists the
+/// client (`peer_mem.c` `ib_register_peer_memory_client`: the
+/// `*invalidate_callback` store precedes `list_add_tail` under
+/// `peer_memory_mutex`); the handle is stored when registration returns,
+/// after the core may already have called `acquire` (under that mutex):
+/// until then the slot is not [`Invalidator::ready`] and the revocable
+/// client declines every range.
 pub(crate) struct InvalidatorSlot {
     func: UnsafeCell<abi::invalidate_peer_memory>,
     handle: AtomicPtr<c_void>,
 }
 
-// SAFETY: `func` is written once by the core inside `register` before any
-// context of the client exists, and only read afterwards.
+// SAFETY: `func` is written once, by the core inside `register`, before the
+// handle is stored with release ordering; it is read only by `invalidate`
+// after an acquire load of a non-null handle.
 unsafe impl Sync for InvalidatorSlot {}
 
 impl InvalidatorSlot {
@@ -110,21 +117,29 @@ impl InvalidatorSlot {
             handle: AtomicPtr::new(ptr::null_mut()),
         }
     }
+}
 
-    /// Tells the core that the registration `core_context` was invalidated.
-    /// Returns `false` if the client is not (or not yet) registered.
-    pub(crate) fn invalidate(&self, core_context: u64) -> bool {
+impl Invalidator for InvalidatorSlot {
+    fn ready(&self) -> bool {
+        !self.handle.load(Ordering::Acquire).is_null()
+    }
+
+    fn invalidate(&self, core_context: u64) -> bool {
         let handle = self.handle.load(Ordering::Acquire);
-        // SAFETY: see the `Sync` impl; read after the handle was published.
+        if handle.is_null() {
+            return false;
+        }
+        // SAFETY: see the `Sync` impl: the handle is published, so the
+        // core's write of `func` happened before.
         let func = unsafe { *self.func.get() };
-        match (func, handle.is_null()) {
-            (Some(f), false) => {
+        match func {
+            Some(f) => {
                 // SAFETY: the core's function with its own handle; the core
                 // ignores contexts it no longer knows.
                 unsafe { f(handle, core_context) };
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 }

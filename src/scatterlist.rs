@@ -61,6 +61,110 @@ impl Drop for SgCache {
     }
 }
 
+/// Why a table was not built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SgError {
+    /// An allocation without reclaim failed and the reserve had nothing left.
+    NeedMemory,
+    /// The table is unusable (too many entries).
+    Failed(Error),
+}
+
+/// Objects set aside for a table, allocated without the pin's lock (their
+/// allocation may reclaim), taken while building under it.
+///
+/// # Invariants
+///
+/// `exact[c]` is a clean object of exact class `c`; `chunks[taken..]` are
+/// clean chunks of `size`; all of them owned by this value (`chunks[..taken]`
+/// were handed out).
+pub(crate) struct SgReserve {
+    exact: [Option<NonNull<Sg>>; abi::NVPM_SG_EXACT_CLASSES as usize],
+    chunks: KVec<NonNull<Sg>>,
+    taken: usize,
+    size: ChunkSize,
+}
+
+impl SgReserve {
+    /// An empty reserve (allocates nothing).
+    pub(crate) fn new() -> Self {
+        // INVARIANT: empty.
+        Self {
+            exact: [None; abi::NVPM_SG_EXACT_CLASSES as usize],
+            chunks: KVec::new(),
+            taken: 0,
+            size: ChunkSize::Small,
+        }
+    }
+
+    /// Allocates, with reclaim (no lock held), what a table of at most
+    /// `max_entries` entries can need: an object of each exact class it may
+    /// end in, and as many chunks as it can fill.
+    pub(crate) fn fill(&mut self, max_entries: usize) -> Result {
+        for (class, slot) in self.exact.iter_mut().enumerate() {
+            // A table of one page is one entry (class 0).
+            if slot.is_none() && (class == 0 || max_entries > 1) {
+                // CAST: 0 or 1.
+                *slot = Some(SgClass(class as u32).alloc()?);
+            }
+        }
+        if max_entries > SG_EXACT_MAX {
+            self.free_chunks();
+            // INVARIANT: no chunk left, any size.
+            self.size = ChunkSize::for_entries(max_entries);
+            let want = max_entries.div_ceil(self.size.entries());
+            self.chunks = KVec::with_capacity(want, GFP_KERNEL)?;
+            self.taken = 0;
+            while self.chunks.len() < want {
+                let chunk = self.size.class().alloc()?;
+                if let Err(e) = self.chunks.push(chunk, GFP_KERNEL) {
+                    // SAFETY: just allocated, clean, not kept.
+                    unsafe { self.size.class().free(chunk.as_ptr()) };
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A reserved object of `class`, if any.
+    fn take(&mut self, class: SgClass) -> Option<NonNull<Sg>> {
+        // CAST: a class number of shim.h.
+        if let Some(slot) = self.exact.get_mut(class.0 as usize) {
+            return slot.take();
+        }
+        if class.0 != self.size.class().0 {
+            return None;
+        }
+        let chunk = self.chunks.get(self.taken).copied()?;
+        // INVARIANT: handed out.
+        self.taken += 1;
+        Some(chunk)
+    }
+
+    /// Frees the chunks not handed out.
+    fn free_chunks(&mut self) {
+        for chunk in self.chunks.get(self.taken..).unwrap_or(&[]) {
+            // SAFETY: a clean chunk of `size` owned by the reserve (invariant).
+            unsafe { self.size.class().free(chunk.as_ptr()) };
+        }
+        // INVARIANT: none left.
+        self.taken = self.chunks.len();
+    }
+}
+
+impl Drop for SgReserve {
+    fn drop(&mut self) {
+        for (class, slot) in self.exact.iter_mut().enumerate() {
+            if let Some(sg) = slot.take() {
+                // SAFETY: a clean object of this class (invariant); CAST: 0 or 1.
+                unsafe { SgClass(class as u32).free(sg.as_ptr()) };
+            }
+        }
+        self.free_chunks();
+    }
+}
+
 /// A slab class of scatterlist objects (`src/ffi/shim.h`).
 ///
 /// # Invariants
@@ -80,18 +184,30 @@ impl SgClass {
         Self(u32::from(nents > 1))
     }
 
-    /// A clean object of this class.
+    /// A clean object of this class; the allocation may reclaim (no lock
+    /// a free callback waits for may be held).
     fn alloc(self) -> Result<NonNull<Sg>> {
         // SAFETY: the caches exist while clients are registered (`SgCache`);
         // the class is one of them (invariant).
         NonNull::new(unsafe { abi::nvpm_sg_alloc(self.0) }).ok_or(ENOMEM)
     }
 
+    /// A clean object of this class from `reserve`, or allocated without
+    /// reclaim; [`SgError::NeedMemory`] if neither has one.
+    fn take(self, reserve: &mut SgReserve) -> Result<NonNull<Sg>, SgError> {
+        if let Some(sg) = reserve.take(self) {
+            return Ok(sg);
+        }
+        // SAFETY: as in `alloc`.
+        NonNull::new(unsafe { abi::nvpm_sg_alloc_nowait(self.0) }).ok_or(SgError::NeedMemory)
+    }
+
     /// Frees an object, clean again (no `page_link` or `offset` set).
     ///
     /// # Safety
     ///
-    /// `sg` came from [`SgClass::alloc`] of this class, is clean, and is not
+    /// `sg` came from [`SgClass::alloc`] or [`SgClass::take`] of this
+    /// class, is clean, and is not
     /// used afterwards.
     unsafe fn free(self, sg: *mut Sg) {
         // SAFETY: see above (caller).
@@ -143,9 +259,9 @@ impl ChunkSize {
         self.slots() - 1
     }
 
-    /// A clean chunk of this size.
-    fn alloc(self) -> Result<NonNull<Sg>> {
-        self.class().alloc()
+    /// A clean chunk of this size, without reclaim ([`SgClass::take`]).
+    fn take(self, reserve: &mut SgReserve) -> Result<NonNull<Sg>, SgError> {
+        self.class().take(reserve)
     }
 
     /// Frees the chunks of a chain: `count` chunks starting at `first`, each
@@ -155,7 +271,7 @@ impl ChunkSize {
     ///
     /// # Safety
     ///
-    /// The chunks came from [`ChunkSize::alloc`] of this size, are linked as
+    /// The chunks came from [`ChunkSize::take`] of this size, are linked as
     /// described, have no other `page_link` or `offset` set, and are not used
     /// afterwards.
     unsafe fn free_chain(self, first: NonNull<Sg>, count: usize, end_mark: Option<usize>) {
@@ -290,8 +406,8 @@ impl<'a> SgChain<'a> {
     /// the first one; a full chunk links to the next in its last slot.
     #[cold]
     #[inline(never)]
-    fn grow(&mut self) -> Result<Slots> {
-        let chunk = self.size.alloc()?;
+    fn grow(&mut self, reserve: &mut SgReserve) -> Result<Slots, SgError> {
+        let chunk = self.size.take(reserve)?;
         let next = chunk.as_ptr();
         let cur = if self.chunks == 0 {
             // SAFETY: the used part of the stack buffer is full (written);
@@ -320,14 +436,14 @@ impl<'a> SgChain<'a> {
 
     /// Marks the end of the entries written before `cur`; the table takes
     /// them from here on.
-    fn finish(self, cur: *mut Sg) -> Result<SgTable> {
+    fn finish(self, cur: *mut Sg, reserve: &mut SgReserve) -> Result<SgTable, SgError> {
         if self.chunks == 0 {
             // SAFETY: `cur` is in the stack buffer.
             let count = unsafe { cur.offset_from(self.stack) };
             // CAST: 0..=SG_EXACT_MAX.
             let count = count as usize;
             // SAFETY: the stack buffer's entries before `cur` are written.
-            return unsafe { SgTable::exact(self.stack, count) };
+            return unsafe { SgTable::exact(self.stack, count, reserve) };
         }
         // SAFETY: both point into the last chunk.
         let in_last = unsafe { cur.offset_from(self.last_link.sub(self.size.slots() - 1)) };
@@ -337,7 +453,7 @@ impl<'a> SgChain<'a> {
         let nents = count
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n > SG_EXACT_MAX as u32 && *n <= i32::MAX as u32)
-            .ok_or(EINVAL)?;
+            .ok_or(SgError::Failed(EINVAL))?;
         // SAFETY: more than `SG_EXACT_MAX` entries are written, the last
         // one before `cur`.
         unsafe { (*cur.sub(1)).page_link |= SG_END };
@@ -385,13 +501,20 @@ unsafe impl Sync for SgTable {}
 impl SgTable {
     /// The table for `pages` (the DMA address of each 64 KiB page, at least
     /// one) with segments of at most `limit` bytes (`segment_limit`).
-    pub(crate) fn new(pages: &[u64], limit: u32) -> Result<Self> {
+    ///
+    /// Built under a pin's lock, which a free callback holding NVIDIA's API
+    /// lock may wait for: allocates from `reserve`, else without reclaim
+    /// (reclaim may enter the driver, `peermem_core::client::BuildError`),
+    /// and answers [`SgError::NeedMemory`] when that is not enough; the
+    /// caller then fills `reserve` without the lock ([`SgReserve::fill`])
+    /// and builds again.
+    pub(crate) fn new(pages: &[u64], limit: u32, reserve: &mut SgReserve) -> Result<Self, SgError> {
         let mut stack = [const { MaybeUninit::uninit() }; SG_EXACT_MAX];
         // A segment takes at least one page.
         let (mut chain, mut slots) = SgChain::new(&mut stack, pages.len());
-        for_each_segment(pages, limit, |seg| -> Result {
+        for_each_segment(pages, limit, |seg| -> Result<(), SgError> {
             if slots.cur == slots.end {
-                slots = chain.grow()?;
+                slots = chain.grow(reserve)?;
             }
             // SAFETY: a free slot (`Slots`, and the check above).
             unsafe {
@@ -400,7 +523,7 @@ impl SgTable {
             }
             Ok(())
         })?;
-        chain.finish(slots.cur)
+        chain.finish(slots.cur, reserve)
     }
 
     /// A table of the first `count` (1 to [`SG_EXACT_MAX`]) entries at
@@ -409,11 +532,15 @@ impl SgTable {
     /// # Safety
     ///
     /// The first `count` slots at `staged` were written by [`write_entry`].
-    unsafe fn exact(staged: *const Sg, count: usize) -> Result<Self> {
+    unsafe fn exact(
+        staged: *const Sg,
+        count: usize,
+        reserve: &mut SgReserve,
+    ) -> Result<Self, SgError> {
         if count == 0 || count > SG_EXACT_MAX {
-            return Err(EINVAL);
+            return Err(SgError::Failed(EINVAL));
         }
-        let sgl = SgClass::exact(count).alloc()?;
+        let sgl = SgClass::exact(count).take(reserve)?;
         // SAFETY: `count` staged entries (caller) into a clean object of at
         // least `count` slots; its last entry is within it.
         unsafe {

@@ -143,6 +143,18 @@ struct scatterlist *nvpm_sg_alloc(unsigned int class)
 	return kmem_cache_alloc(nvpm_sg_caches[class], GFP_KERNEL);
 }
 
+/*
+ * Without reclaim: for tables built under a pin's lock, which a free
+ * callback holding NVIDIA's API lock may wait for (reclaim may enter the
+ * driver: its page pools' shrinker, nvidia-uvm's mmu notifiers).
+ */
+struct scatterlist *nvpm_sg_alloc_nowait(unsigned int class)
+{
+	if (WARN_ON_ONCE(class >= NVPM_SG_CLASSES))
+		return NULL;
+	return kmem_cache_alloc(nvpm_sg_caches[class], GFP_NOWAIT | __GFP_NOWARN);
+}
+
 void nvpm_sg_free(struct scatterlist *sg, unsigned int class)
 {
 	if (!WARN_ON_ONCE(class >= NVPM_SG_CLASSES))

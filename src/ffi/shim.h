@@ -31,6 +31,7 @@ struct scatterlist;
 int nvpm_sg_cache_create(void);
 void nvpm_sg_cache_destroy(void);
 struct scatterlist *nvpm_sg_alloc(unsigned int class);
+struct scatterlist *nvpm_sg_alloc_nowait(unsigned int class);
 void nvpm_sg_free(struct scatterlist *sg, unsigned int class);
 /* One shared rate limit for error lines on hot paths. */
 bool nvpm_ratelimit(void);

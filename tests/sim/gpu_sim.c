@@ -152,13 +152,13 @@ static const char *const gsim_fn_names[FN_COUNT] = {
 enum gsim_violation {
 	V_IN_CALLBACK, V_DOUBLE_PUT, V_UNKNOWN_TABLE, V_UNKNOWN_MAPPING,
 	V_USE_AFTER_FREE, V_BAD_PEER, V_BAD_PAGE_SIZE, V_WRONG_PUT, V_HELD_AT_UNLOAD,
-	V_DEADLOCK, V_COUNT
+	V_DEADLOCK, V_UNLOADED_IN_CALLBACK, V_COUNT
 };
 
 static const char *const gsim_violation_names[V_COUNT] = {
 	"in_callback", "double_put", "unknown_table", "unknown_mapping",
 	"use_after_free", "bad_peer", "bad_page_size", "wrong_put", "held_at_unload",
-	"deadlock",
+	"deadlock", "unloaded_in_callback",
 };
 
 /* A cudaMalloc'd buffer. */
@@ -230,6 +230,8 @@ static struct {
 	spinlock_t api_spin;		/* the five fields below */
 	struct task_struct *api_owner;	/* holds the API lock, or NULL */
 	struct task_struct *cb_task;	/* runs a free callback, holding the API lock */
+	/* The free callback the driver has called and not yet gone past. */
+	void (*cb_fn)(void *data);
 	u64 cb_pin_id;			/* the table whose callback that is */
 	unsigned long cb_since;		/* jiffies when it was called */
 	wait_queue_head_t api_wait;	/* the API lock was released */
@@ -260,6 +262,7 @@ static struct {
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
 	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
+	atomic_long_t callback_returns_held;	/* callback_return_ms waits */
 	atomic_t frees_running;		/* cudaFrees not finished (frees.running) */
 	atomic_long_t violations[V_COUNT];
 	struct dentry *debugfs;
@@ -1320,13 +1323,29 @@ static struct gsim_pin *gsim_next_revocable(struct gsim_buffer *buf)
 	return NULL;
 }
 
+/*
+ * callback_return_ms (test hook, not NVIDIA's API): after a free callback
+ * returns, the free path waits this long before it goes on, holding the API
+ * lock, as a driver thread preempted right after the call would. Until the
+ * free path goes on, the callback's last instructions may still be running
+ * in its module's text on the real driver (nothing tells the driver when
+ * they are done): a module that owns such a callback must not finish its
+ * exit meanwhile (unloaded_in_callback, checked by a module notifier).
+ */
+static unsigned int callback_return_ms;
+module_param(callback_return_ms, uint, 0644);
+MODULE_PARM_DESC(callback_return_ms, "Test hook: the free path goes on this long (ms) after a free callback returned, API lock held; a module whose exit finishes meanwhile is an unloaded_in_callback violation");
+
 /* Calls @pin's free callback as RM does: API lock held, gsim.lock not. */
 static void gsim_call_back(struct gsim_pin *pin)
 {
+	unsigned int delay;
+
 	spin_lock(&gsim.api_spin);
 	gsim.cb_task = current;
 	gsim.cb_pin_id = pin->id;
 	gsim.cb_since = jiffies;
+	gsim.cb_fn = pin->free_callback;
 	spin_unlock(&gsim.api_spin);
 	atomic_long_inc(&gsim.callbacks_started);
 	wake_up_all(&gsim.cb_wait);
@@ -1334,7 +1353,44 @@ static void gsim_call_back(struct gsim_pin *pin)
 	spin_lock(&gsim.api_spin);
 	gsim.cb_task = NULL;
 	spin_unlock(&gsim.api_spin);
+	delay = READ_ONCE(callback_return_ms);
+	if (delay) {
+		atomic_long_inc(&gsim.callback_returns_held);
+		wake_up_all(&gsim.cb_wait);
+		msleep(delay);
+	}
+	spin_lock(&gsim.api_spin);
+	gsim.cb_fn = NULL;
+	spin_unlock(&gsim.api_spin);
 }
+
+/*
+ * A module's exit finished (MODULE_STATE_GOING comes after mod->exit() in
+ * delete_module, right before its memory is freed): if the callback the free
+ * path has not gone past is in it, the module is unloaded while its code may
+ * still run.
+ */
+static int gsim_module_notify(struct notifier_block *nb, unsigned long action,
+			      void *data)
+{
+	struct module *mod = data;
+	void (*fn)(void *data);
+
+	if (action != MODULE_STATE_GOING)
+		return NOTIFY_DONE;
+	spin_lock(&gsim.api_spin);
+	fn = gsim.cb_fn;
+	spin_unlock(&gsim.api_spin);
+	if (fn && within_module((unsigned long)fn, mod))
+		gsim_violation(V_UNLOADED_IN_CALLBACK,
+			       "module %s finished its exit before the driver went past its free callback %ps (page table #%llu): its text may still be running",
+			       mod->name, fn, READ_ONCE(gsim.cb_pin_id));
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block gsim_module_nb = {
+	.notifier_call = gsim_module_notify,
+};
 
 /*
  * Frees the buffer at @va; returns the number of callbacks fired. Holds the
@@ -1532,6 +1588,8 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "pins.persistent %u\n", READ_ONCE(gsim.live_persistent));
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
+	seq_printf(s, "callbacks.return_held %ld\n",
+		   atomic_long_read(&gsim.callback_returns_held));
 	seq_printf(s, "maps.raced %ld\n", atomic_long_read(&gsim.raced_maps));
 	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
@@ -1680,6 +1738,11 @@ static int __init gsim_init(void)
 		bitmap_free(gsim.frame_map);
 		return -ENOMEM;
 	}
+	if (register_module_notifier(&gsim_module_nb)) {
+		kmem_cache_destroy(gsim_page_cache);
+		bitmap_free(gsim.frame_map);
+		return -ENOMEM;
+	}
 	gsim_debugfs_init();
 	pr_info("simulated GPU ready: %u MiB, page table ABI %s, persistent API %s\n",
 		vram_mb, gsim_pt_abi_names[page_table_version],
@@ -1696,6 +1759,7 @@ static void __exit gsim_exit(void)
 
 	debugfs_remove_recursive(gsim.debugfs);
 	gsim_flush_free_works();
+	unregister_module_notifier(&gsim_module_nb);
 	/* No client is left: the pins are retired without the API lock. */
 	list_for_each_entry_safe(pin, tpin, &gsim.pins, node) {
 		gsim_violation(V_HELD_AT_UNLOAD,

@@ -111,6 +111,18 @@ static unsigned int activation_delay_ms;
 module_param(activation_delay_ms, uint, 0644);
 MODULE_PARM_DESC(activation_delay_ms, "Test knob: the HCA's work between a client's dma_map and the activation of the invalidation notifier, in ms, mapping_lock held (default 0)");
 
+/*
+ * register_return_ms (test hook): ib_register_peer_memory_client waits this
+ * long after it listed the client and before it returns the handle. MOFED's
+ * core lists the client under peer_memory_mutex and returns afterwards
+ * (peer_mem.c ib_register_peer_memory_client), so a registration may reach
+ * the client's acquire before the client has the handle its invalidations
+ * need.
+ */
+static unsigned int register_return_ms;
+module_param(register_return_ms, uint, 0644);
+MODULE_PARM_DESC(register_return_ms, "Test hook: ib_register_peer_memory_client returns this long (ms) after it listed the client (default 0)");
+
 enum msim_violation {
 	V_SG_ALIGN, V_SG_COVERAGE, V_NMAP, V_PAGE_SIZE, V_MAP_FAILURE,
 	V_AFTER_RELEASE, V_BAD_HANDLE, V_NO_INVALIDATION, V_UNMAP_RETURN,
@@ -241,6 +253,7 @@ static struct {
 	struct dentry *debugfs;
 	atomic_long_t registrations, reg_failures, deregistrations;
 	atomic_long_t invalidations, invalidations_unknown;
+	atomic_long_t registers_held;	/* register_return_ms waits */
 	atomic_long_t violations[V_COUNT];
 	atomic_t live_mrs, live_clients;
 	wait_queue_head_t direct_wait;	/* a direct MR lost its last reader */
@@ -515,6 +528,10 @@ void *ib_register_peer_memory_client(const struct peer_memory_client *peer_clien
 		c->invalidation_required ? "invalidation" : "no invalidation",
 		c->unmaps_on_invalidate ? "unmaps on invalidate" : "core unmaps",
 		c->get_context_private_data ? ", context private data" : "");
+	if (READ_ONCE(register_return_ms)) {
+		atomic_long_inc(&msim.registers_held);
+		msleep(READ_ONCE(register_return_ms));
+	}
 	return c;
 }
 EXPORT_SYMBOL(ib_register_peer_memory_client);
@@ -1937,6 +1954,8 @@ static int msim_counters_show(struct seq_file *s, void *unused)
 		   atomic_long_read(&msim.invalidations_unknown));
 	seq_printf(s, "mrs.live %d\n", atomic_read(&msim.live_mrs));
 	seq_printf(s, "clients.live %d\n", atomic_read(&msim.live_clients));
+	seq_printf(s, "clients.register_held %ld\n",
+		   atomic_long_read(&msim.registers_held));
 	for (i = 0; i < V_COUNT; i++) {
 		total += atomic_long_read(&msim.violations[i]);
 		seq_printf(s, "violation.%s %ld\n", msim_violation_names[i],

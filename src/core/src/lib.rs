@@ -8,6 +8,7 @@
 #![cfg_attr(not(MODULE), no_std)]
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod protocol;
 pub mod range;
 pub mod sgplan;

@@ -7,8 +7,8 @@
 //! Generic over the platform's lock and condition variable ([`PinLock`]),
 //! its threads ([`Threads`]) and the driver's calls ([`Driver`]): the module
 //! instantiates it with the kernel's primitives and NVIDIA's API, the host
-//! tests (`tests/loom_protocol.rs`) with loom's and models of the driver and
-//! of each generation of the RDMA core.
+//! tests (`tests/loom/tests/protocol.rs`) with loom's and models of the
+//! driver and of each generation of the RDMA core.
 //!
 //! The driver's rules it relies on (../shared/research/driver-locking.md):
 //! - pins, `dma_map`'s middle and unpins take one driver-wide API lock;
@@ -185,6 +185,10 @@ pub trait PinLock {
     fn kind(&self) -> PinKind;
     /// The pinned range's start.
     fn va(&self) -> u64;
+    /// What a teardown's unpin did ([`Teardown::run`], [`Teardown::unpin`]):
+    /// drops the reference the pin handed the driver if `unpinned` says it
+    /// is the caller's, and reports a failed unpin.
+    fn finish_unpin(&self, unpinned: Unpinned);
 }
 
 /// Why a map failed.

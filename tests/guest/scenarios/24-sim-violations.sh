@@ -4,7 +4,9 @@
 # violation" (never as a WARNING), and the counters reset to 0. Provoked
 # through peer_test_client's "bug" knob, except: the core's call_count is a
 # self-check of the core itself, provoked by its "dereg ... counted" hook;
-# held_at_unload by unloading the GPU simulator under a leaked pin; and the
+# held_at_unload by unloading the GPU simulator under a leaked pin;
+# unloaded_in_callback by unloading the client while the GPU holds the free
+# path after its callback (callback_return_ms); and the
 # GPU's bad_peer for a dma_map_pages with a non-PCI device is provoked in
 # 21-sim-direct (this client refuses a non-PCI device before calling the GPU).
 # Also the registration checks that refuse or downgrade a client without
@@ -206,6 +208,30 @@ expect_ok load-legacy-client modprobe peer_test_client abi=legacy
 violation legacy/inval_after_release core after_release \
 	"test_client: invalidation of core_context [0-9]+ after its release" \
 	with_bug inval_after_release reg_dereg_twice
+# unloaded_in_callback: the test client's callback drops its context and
+# its module reference last (a legacy core released the context inside the
+# invalidation); with the free path held after the callback returned
+# (callback_return_ms), an rmmod of the client finishes its exit
+# meanwhile: nothing in the client waits for the driver to go past it.
+unload_in_callback() {
+	fva=$(nvpm-tool gpu alloc 1M)
+	nvpm-tool core reg "$fva" 1M --inval >/dev/null
+	nvpm-tool gpu set callback_return_ms 2000
+	held=$(nvpm-tool gpu counter callbacks.return_held)
+	nvpm-tool gpu free "$fva" >/dev/null &
+	i=0
+	while [ "$(nvpm-tool gpu counter callbacks.return_held)" = "$held" ] && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	rmmod peer_test_client
+	wait
+	nvpm-tool gpu set callback_return_ms 0
+}
+violation unloaded_in_callback gpu unloaded_in_callback \
+	"module peer_test_client finished its exit before the driver went past its free callback" \
+	unload_in_callback
+expect_ok reload-legacy-client modprobe peer_test_client abi=legacy
 expect_ok unload-legacy rmmod peer_test_client mofed_peer_sim
 expect_ok reload-core modprobe mofed_peer_sim
 

@@ -1,140 +1,310 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! Every interleaving of a registration, a deregistration and a `cudaFree`,
-//! explored with loom over the module's own protocol code
-//! (`peermem_core::protocol` and `state`), against models of the two foreign
-//! parties written from ../shared/research/driver-locking.md and
+//! explored with loom over the module's own client code
+//! (`peermem_core::client`, `protocol` and `state`: what `src/client.rs`
+//! and `src/nvidia_p2p.rs` run), against models of the two foreign parties
+//! written from ../shared/research/driver-locking.md and
 //! mofed-core-observed.md:
 //! - the driver: one API lock taken by pin, map (in its middle: the table is
 //!   read before it and written after) and unpin, and held across the free
 //!   callback; the table and its mappings freed when the callback returns;
-//!   unmap under the table's own lock only;
+//!   unmap under the table's own lock only; a freed buffer refuses new pins
+//!   and keeps persistent pins until they are put;
 //! - the RDMA core in each generation: modern (`mapping_lock` held from
 //!   before `get_pages` until the HCA activates the registration;
 //!   INVALIDATE_UNMAPS), mid (5.1-5.4-2: unmap and unpin under
 //!   `mapping_lock`, in the invalidation and in the deregistration) and
 //!   legacy (<= 5.0: the invalidation unmaps, unpins and releases inside the
-//!   callback, under the client's mutex).
+//!   callback, under the client's mutex); `release` followed by the clearing
+//!   of the umem's client pointer (`peer_mem.c` `ib_peer_umem_release`),
+//!   which an invalidation still waiting for `mapping_lock` dereferences.
 //!
-//! The client glue (`Reg`, `dma_map` ... `release` below) mirrors
-//! `src/client.rs` step by step; what it decides with is the shared code.
+//! What stays outside the shared code is the module's FFI glue, mirrored
+//! here in a few lines each: `acquire` (pin, then `accept_pages`),
+//! `free_callback` (drop the driver's reference if the protocol says so),
+//! and the module's exit (wait for the callbacks in flight).
+//!
 //! Each execution asserts: no deadlock (loom fails on one), no use of a
-//! freed table or mapping, no invalidation dropped while the NIC may use the
-//! pages, every pin put exactly once (a late put after the callback at most
-//! once), and the driver's reference to the pin dropped exactly once.
+//! freed table or mapping, no invalidation dropped while the NIC may use
+//! the pages, every pin put exactly once (a late put after the callback at
+//! most once), the driver's reference to the pin dropped exactly once,
+//! `release` called once, no module text freed while a callback runs in it.
 //!
 //! Bound: loom's preemption bound is 4 (`MODEL_PREEMPTIONS`): every
-//! schedule of the registering and the freeing thread with at most four
-//! forced switches between them (blocking on a lock is free). Each known
-//! window (a callback between a check and a driver call; during a map, an
-//! unmap or an unpin; a forward waiting for activation; a legacy core's
-//! teardown inside the callback) is reached with one switch into the free
-//! and at most one back; four leave room for the free to land at any step
-//! of the registration and of the deregistration. Unbounded runs were cut
-//! off after 2 minutes (173,109 executions of one model); bound 4 explores
-//! 370 to 10,177 executions per model, about 3 s for all in release. The
-//! mutation checks in tests/README.md ("Host suite: the protocol under
-//! loom") are found within that bound.
+//! schedule of the two threads with at most four forced switches between
+//! them (blocking on a lock is free). Each known window (a callback between
+//! a check and a driver call; during a map, an unmap or an unpin; a forward
+//! waiting for activation; a legacy core's teardown inside the callback)
+//! is reached with one switch into the free and at most one back; four
+//! leave room for the free to land at any step of the registration and of
+//! the deregistration. Each model prints its own execution count. The
+//! placed bugs of tests/README.md ("Host suite: the protocol under loom")
+//! are found within that bound.
+
+use std::sync::atomic::AtomicUsize as StdAtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use loom::thread;
 
+use peermem_core::client::{self, BuildError, Env, Invalidator, MapError, Note, Registration};
 use peermem_core::protocol::{
-    self, Driver, Forwarding, MapFailure, PinKind, PinLock, PinOwner, PinState, Threads,
+    self, Driver, PinKind, PinLock, PinOwner, PinState, Threads, Unpinned,
 };
-use peermem_core::state::{step, Action, Event, Phase};
 
 const MODEL_PREEMPTIONS: usize = 4;
 const VA: u64 = 0x7f40_0000_0000;
 
+/// How the driver answers a put.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Put {
+    /// Unpins; after a callback, finds nothing and returns 0 (535+).
+    Ok,
+    /// Older drivers: after a callback, returns an error.
+    ErrorAfterCallback,
+    /// The put of a live pin fails and leaves it pinned (callback armed).
+    Fails,
+}
+
+/// One model: who races whom, and how the foreign parties behave.
+#[derive(Clone, Copy, Debug)]
+struct Model {
+    generation: Generation,
+    kind: PinKind,
+    /// The driver's map fails.
+    map_fails: bool,
+    /// The driver's mapping fails the client's check (undone by an unmap).
+    check_fails: bool,
+    /// The scatterlist cannot be built (the mapping undone by an unmap).
+    sg_fails: bool,
+    /// The scatterlist needs memory set aside without the pin's lock, whose
+    /// allocation may reclaim, and reclaim may enter the driver (its API
+    /// lock).
+    sg_needs_memory: bool,
+    put: Put,
+    /// The HCA fails before activation: the core stops the notifier
+    /// without activating and deregisters at once.
+    activation_fails: bool,
+    /// A second registration, of another buffer, on the registering thread
+    /// too: two pins share the one API lock.
+    second_pin: bool,
+    /// The registering thread then unloads the module once no reference
+    /// holds it (rmmod after the last deregistration).
+    unload: bool,
+    /// The module loads during the registration: MOFED's core lists the
+    /// client before `ib_register_peer_memory_client` returns its handle.
+    load_window: bool,
+}
+
+impl Model {
+    fn new(generation: Generation, kind: PinKind) -> Self {
+        Self {
+            generation,
+            kind,
+            map_fails: false,
+            check_fails: false,
+            sg_fails: false,
+            sg_needs_memory: false,
+            put: Put::Ok,
+            activation_fails: false,
+            second_pin: false,
+            unload: false,
+            load_window: false,
+        }
+    }
+}
+
+// ---- The module's text and its reference count ------------------------------
+
+/// What keeps the module loaded, and who runs in its text.
+#[derive(Default)]
+struct Module {
+    /// `try_module_get` references (one per live registration).
+    refs: AtomicUsize,
+    /// Threads inside a callback of the module, from the driver's view:
+    /// from the call until the driver's free path goes on (it holds the API
+    /// lock until then).
+    in_text: AtomicUsize,
+    /// A callback dropped the driver's reference to its pin (`nvidia_p2p.rs`
+    /// `CALLBACK_DROPPED_REFERENCE`): the exit must wait for the callbacks.
+    callback_dropped: AtomicBool,
+    unloaded: AtomicBool,
+}
+
+/// A reference on the module (`peer_mem.rs` `ModuleRef`).
+struct ModuleRef(Arc<Module>);
+
+impl ModuleRef {
+    fn get(module: &Arc<Module>) -> Option<Self> {
+        if module.unloaded.load(SeqCst) {
+            return None;
+        }
+        module.refs.fetch_add(1, SeqCst);
+        Some(Self(module.clone()))
+    }
+}
+
+impl Drop for ModuleRef {
+    fn drop(&mut self) {
+        self.0.refs.fetch_sub(1, SeqCst);
+    }
+}
+
 // ---- The driver -----------------------------------------------------------
 
-/// What the driver knows of the one table of a model.
+/// What the driver knows of one table.
 #[derive(Default)]
 struct TableState {
+    /// Pinned once (a table of a buffer never pinned is nothing).
+    pinned: bool,
     /// Freed by the free path (after the callback) or by the put.
     freed: bool,
-    /// Puts of it (a late put after the callback counts too).
+    /// Successful puts of it (a late put after the callback counts too).
     puts: usize,
     /// Live mappings, by id.
     mappings: Vec<usize>,
+    /// The free callback is registered (revocable pin, not put yet).
+    callback_armed: bool,
+    persistent: bool,
+    /// A put of the live pin already failed once (`Put::Fails`).
+    put_failed: bool,
+    /// The pin was revoked by a callback (later puts find nothing).
+    revoked: bool,
+    /// The reference to the pin the driver got with the callback: the
+    /// callback's data. Dropped by the callback or the unpin, never twice.
+    driver_ref: Option<Arc<Pin>>,
+    /// Whether the NIC of the registration holding the pin may use the
+    /// pages (the core's view): never while the driver unmaps or unpins.
+    nic_may_use: Option<Arc<AtomicBool>>,
+}
+
+impl TableState {
+    /// The driver unmaps or unpins: the NIC must have stopped using the pages.
+    fn nic_stopped(&self, what: &str) {
+        let busy = self.nic_may_use.as_ref().is_some_and(|n| n.load(SeqCst));
+        assert!(!busy, "{what} while the NIC may still use the pages");
+    }
 }
 
 struct Gpu {
     /// RM's API lock.
     api: Mutex<()>,
-    /// The table's own lock (the driver's `dma_mapping_list.lock`).
-    table: Mutex<TableState>,
-    /// The free callback is registered (revocable pin, not put yet).
-    callback_armed: AtomicBool,
-    /// The reference to the pin the driver got with the callback: the
-    /// callback's data. Dropped by the callback or the unpin, never twice.
-    driver_ref: Mutex<Option<Arc<Pin>>>,
+    /// A client-wide lock. The module has none; placed bugs take it
+    /// (tests/loom/placed-bugs.py).
+    #[allow(dead_code)]
+    client_lock: Mutex<()>,
+    /// The tables (each under its own lock in the driver, the table's
+    /// `dma_mapping_list.lock`); index = table id. Table `i` is of buffer `i`.
+    tables: Mutex<Vec<TableState>>,
+    /// Buffers freed by cudaFree (by id).
+    buffers_freed: Mutex<Vec<usize>>,
     next_mapping: AtomicUsize,
-    /// A map read a table freed before it (the driver's own race).
-    raced: AtomicBool,
-    /// The map fails (a failure path).
-    map_fails: bool,
+    model: Model,
+    module: Arc<Module>,
 }
 
 #[derive(Clone, Copy)]
-struct Table;
+struct Table(usize);
 
 struct Mapping {
     id: usize,
 }
 
 impl Gpu {
-    fn new(map_fails: bool) -> Self {
+    fn new(model: Model, module: Arc<Module>) -> Self {
         Self {
             api: Mutex::new(()),
-            table: Mutex::new(TableState::default()),
-            callback_armed: AtomicBool::new(false),
-            driver_ref: Mutex::new(None),
+            client_lock: Mutex::new(()),
+            tables: Mutex::new(Vec::new()),
+            buffers_freed: Mutex::new(Vec::new()),
             next_mapping: AtomicUsize::new(1),
-            raced: AtomicBool::new(false),
-            map_fails,
+            model,
+            module,
         }
     }
 
-    /// get_pages (with `pin` as the callback's data) / get_pages_persistent.
-    fn pin(&self, pin: &Arc<Pin>) -> Table {
+    /// get_pages (with `pin` as the callback's data) / get_pages_persistent
+    /// of buffer `buffer`; refused once the buffer is freed.
+    fn pin(&self, pin: &Arc<Pin>, buffer: usize, nic: &Arc<AtomicBool>) -> Option<Table> {
         let _api = self.api.lock().unwrap();
-        if pin.kind == PinKind::Revocable {
-            *self.driver_ref.lock().unwrap() = Some(pin.clone());
-            self.callback_armed.store(true, SeqCst);
+        if self.buffers_freed.lock().unwrap().contains(&buffer) {
+            return None;
         }
-        Table
+        let mut tables = self.tables.lock().unwrap();
+        while tables.len() <= buffer {
+            tables.push(TableState::default());
+        }
+        let t = &mut tables[buffer];
+        t.pinned = true;
+        t.nic_may_use = Some(nic.clone());
+        t.persistent = pin.kind == PinKind::Persistent;
+        if pin.kind == PinKind::Revocable {
+            t.driver_ref = Some(pin.clone());
+            t.callback_armed = true;
+        }
+        Some(Table(buffer))
     }
 
     /// The reference the pin handed the driver is dropped.
-    fn drop_driver_ref(&self) {
-        let reference = self.driver_ref.lock().unwrap().take();
-        assert!(reference.is_some(), "the driver's reference to the pin dropped twice");
+    fn drop_driver_ref(&self, table: usize) {
+        let reference = self.tables.lock().unwrap()[table].driver_ref.take();
+        assert!(
+            reference.is_some(),
+            "the driver's reference to the pin dropped twice"
+        );
     }
 
     /// A read of the table or a mapping's addresses by the client.
-    fn read(&self) {
-        assert!(!self.table.lock().unwrap().freed, "the client read a freed table");
+    fn read(&self, table: usize) {
+        let freed = self.tables.lock().unwrap()[table].freed;
+        assert!(!freed, "the client read a freed table");
     }
 
-    /// cudaFree: under the API lock, the callback with its data, then the
-    /// table is freed.
-    fn free(&self, nic_may_use: &AtomicBool) {
+    /// cudaFree of `buffer`: under the API lock, each revocable pin's
+    /// callback with its data, then its table is freed; persistent pins keep
+    /// the memory until they are put.
+    fn free(&self, buffer: usize, nic_may_use: &AtomicBool) {
         let _api = self.api.lock().unwrap();
-        if !self.callback_armed.swap(false, SeqCst) {
-            return;
-        }
-        let data = self.driver_ref.lock().unwrap().clone();
-        free_callback(&data.expect("a callback without its data"));
+        self.buffers_freed.lock().unwrap().push(buffer);
+        let data = {
+            let mut tables = self.tables.lock().unwrap();
+            let Some(t) = tables.get_mut(buffer) else {
+                return;
+            };
+            if !std::mem::take(&mut t.callback_armed) {
+                return;
+            }
+            t.driver_ref.clone()
+        };
+        let pin = data.expect("a callback without its data");
+        self.module.in_text.fetch_add(1, SeqCst);
+        free_callback(&pin);
+        drop(pin);
         assert!(
             !nic_may_use.load(SeqCst),
             "the callback returned while the NIC may still use the pages: invalidation dropped"
         );
-        let mut table = self.table.lock().unwrap();
-        table.freed = true;
-        table.mappings.clear();
+        let mut tables = self.tables.lock().unwrap();
+        let t = &mut tables[buffer];
+        t.freed = true;
+        t.revoked = true;
+        t.mappings.clear();
+        drop(tables);
+        // The driver goes on past the callback's return (the callback's
+        // last instructions ran in the module's text until here), then
+        // drops the API lock.
+        self.module.in_text.fetch_sub(1, SeqCst);
+    }
+
+    /// Whether the driver took back every table and mapping.
+    fn all_given_back(&self) -> bool {
+        let tables = self.tables.lock().unwrap();
+        tables
+            .iter()
+            .all(|t| !t.pinned || (t.freed && t.mappings.is_empty() && t.driver_ref.is_none()))
     }
 }
 
@@ -144,42 +314,56 @@ impl Driver for Gpu {
     type Peer = ();
     type Error = i32;
 
-    fn dma_map(&self, _peer: &(), _table: Table) -> Result<Mapping, i32> {
+    fn dma_map(&self, _peer: &(), table: Table) -> Result<Mapping, i32> {
         // Read before the API lock: a table freed by now is the driver's race.
-        if self.table.lock().unwrap().freed {
-            self.raced.store(true, SeqCst);
-        }
+        let _ = self.tables.lock().unwrap()[table.0].freed;
         drop(self.api.lock().unwrap());
-        if self.map_fails {
+        if self.model.map_fails {
             return Err(-12);
         }
         let id = self.next_mapping.fetch_add(1, SeqCst);
-        let mut table = self.table.lock().unwrap();
+        let mut tables = self.tables.lock().unwrap();
         // Inserted after the lock; into a freed table it is a stray mapping.
-        if !table.freed {
-            table.mappings.push(id);
+        let t = &mut tables[table.0];
+        if !t.freed {
+            t.mappings.push(id);
         }
         Ok(Mapping { id })
     }
 
-    fn dma_unmap(&self, _table: Table, mapping: Mapping) {
-        let mut table = self.table.lock().unwrap();
-        assert!(!table.freed, "dma_unmap_pages of a table the driver freed");
-        let at = table.mappings.iter().position(|&m| m == mapping.id);
+    fn dma_unmap(&self, table: Table, mapping: Mapping) {
+        let mut tables = self.tables.lock().unwrap();
+        let t = &mut tables[table.0];
+        assert!(!t.freed, "dma_unmap_pages of a table the driver freed");
+        t.nic_stopped("dma_unmap_pages");
+        let at = t.mappings.iter().position(|&m| m == mapping.id);
         let at = at.expect("dma_unmap_pages of a mapping the table does not have");
-        table.mappings.remove(at);
+        t.mappings.remove(at);
     }
 
-    fn put(&self, _kind: PinKind, va: u64, _table: Table) -> i32 {
+    fn put(&self, kind: PinKind, va: u64, table: Table) -> i32 {
         assert_eq!(va, VA);
         let _api = self.api.lock().unwrap();
-        let mut table = self.table.lock().unwrap();
-        table.puts += 1;
-        assert_eq!(table.puts, 1, "a pin put twice");
-        // After a callback: RM no longer knows the table and returns 0.
-        self.callback_armed.store(false, SeqCst);
-        table.freed = true;
-        table.mappings.clear();
+        let mut tables = self.tables.lock().unwrap();
+        let t = &mut tables[table.0];
+        assert_eq!(t.persistent, kind == PinKind::Persistent);
+        if t.revoked {
+            // RM no longer knows the table.
+            return match self.model.put {
+                Put::ErrorAfterCallback => -22,
+                Put::Ok | Put::Fails => 0,
+            };
+        }
+        if self.model.put == Put::Fails && !t.put_failed {
+            t.put_failed = true;
+            return -5;
+        }
+        t.nic_stopped("put_pages");
+        t.puts += 1;
+        assert_eq!(t.puts, 1, "a pin put twice");
+        t.callback_armed = false;
+        t.freed = true;
+        t.mappings.clear();
         0
     }
 }
@@ -197,7 +381,6 @@ enum Generation {
 enum Umem {
     New,
     Mapped,
-    Invalidated,
     Unmapped,
     Released,
 }
@@ -221,6 +404,17 @@ impl UmemState {
     }
 }
 
+/// The client as the core lists it (`ib_register_peer_memory_client`).
+#[derive(Default)]
+struct ClientEntry {
+    /// On the core's list: `acquire` may be called.
+    listed: AtomicBool,
+    /// The handle is stored in the module's slot (`peer_mem.rs`
+    /// `InvalidatorSlot`): registration returned.
+    handle_stored: AtomicBool,
+}
+
+/// One umem of the core (one registration).
 struct Core {
     generation: Generation,
     /// The umem's `mapping_lock`, and its state (modern, mid).
@@ -228,49 +422,65 @@ struct Core {
     /// Legacy: the per-client mutex, and the umem's state.
     client_lock: Mutex<UmemState>,
     /// From activation until the HCA stops using the pages.
-    nic_may_use: AtomicBool,
+    nic_may_use: Arc<AtomicBool>,
     /// The client context, until release.
     ctx: Mutex<Option<Arc<Pin>>>,
     releases: AtomicUsize,
-    /// The client declined the range (its pin was revoked in acquire).
+    /// The umem's id left the core's xarray: invalidations miss it.
+    erased: AtomicBool,
+    /// `ib_peer_umem_release` cleared the umem's client pointer after
+    /// `release` returned.
+    client_cleared: AtomicBool,
+    /// The client declined the range.
     declined: AtomicBool,
+    client: Arc<ClientEntry>,
 }
 
 impl Core {
-    fn new(generation: Generation) -> Self {
+    fn new(generation: Generation, client: Arc<ClientEntry>) -> Self {
         Self {
             generation,
             mapping_lock: Mutex::new(UmemState::new()),
             client_lock: Mutex::new(UmemState::new()),
-            nic_may_use: AtomicBool::new(false),
+            nic_may_use: Arc::new(AtomicBool::new(false)),
             ctx: Mutex::new(None),
             releases: AtomicUsize::new(0),
+            erased: AtomicBool::new(false),
+            client_cleared: AtomicBool::new(false),
             declined: AtomicBool::new(false),
+            client,
         }
     }
 
     fn ctx(&self) -> Arc<Pin> {
-        self.ctx.lock().unwrap().clone().expect("a call after release")
+        self.ctx
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("a call after release")
     }
 
     /// The core's invalidation, called by the client's free callback.
     fn invalidate(&self) {
         match self.generation {
-            Generation::Modern => {
-                let mut umem = self.mapping_lock.lock().unwrap();
-                if umem.state == Umem::Mapped && umem.active {
-                    // The HCA revokes the mkey; the client unmaps itself.
-                    self.nic_may_use.store(false, SeqCst);
-                    umem.state = Umem::Invalidated;
+            Generation::Modern | Generation::Mid => {
+                // xa_load: a released registration is not found.
+                if self.erased.load(SeqCst) {
+                    return;
                 }
-            }
-            Generation::Mid => {
                 let mut umem = self.mapping_lock.lock().unwrap();
+                assert!(
+                    !self.client_cleared.load(SeqCst),
+                    "the core's invalidation read the umem's client after release cleared it (MOFED's NULL dereference): release did not wait for the forwarding thread"
+                );
                 if umem.state == Umem::Mapped && umem.active {
                     self.nic_may_use.store(false, SeqCst);
-                    let ctx = self.ctx();
-                    dma_unmap(&ctx);
-                    put_pages(&ctx);
+                    if self.generation == Generation::Mid {
+                        let ctx = self.ctx();
+                        pin_dma_unmap(&ctx);
+                        pin_put_pages(&ctx);
+                    }
+                    // Modern (INVALIDATE_UNMAPS): the client unmaps itself.
                     umem.state = Umem::Unmapped;
                 }
             }
@@ -285,42 +495,61 @@ impl Core {
                 umem.state = Umem::Released;
                 self.nic_may_use.store(false, SeqCst);
                 let ctx = self.ctx();
-                dma_unmap(&ctx);
-                put_pages(&ctx);
+                pin_dma_unmap(&ctx);
+                pin_put_pages(&ctx);
                 self.release();
             }
         }
     }
 
+    /// `release`, then (modern, mid) the umem's client pointer cleared.
     fn release(&self) {
+        self.erased.store(true, SeqCst);
         let ctx = self.ctx.lock().unwrap().take().expect("released twice");
-        release(ctx);
+        pin_release(ctx);
         self.releases.fetch_add(1, SeqCst);
+        self.client_cleared.store(true, SeqCst);
     }
 
     /// ib_umem_get: ownership (acquire pins), then get_pages ... activation.
-    fn register(core: &Arc<Self>, gpu: &Arc<Gpu>, kind: PinKind) -> bool {
-        let Some(pin) = acquire(gpu, kind) else {
+    /// Returns whether the registration is active (to be deregistered).
+    fn register(core: &Arc<Self>, gpu: &Arc<Gpu>, kind: PinKind, buffer: usize) -> bool {
+        if !core.client.listed.load(SeqCst) {
+            // No client: the registration fails before any client call.
+            core.declined.store(true, SeqCst);
+            return false;
+        }
+        let Some(pin) = acquire(gpu, kind, buffer, core) else {
             core.declined.store(true, SeqCst);
             return false;
         };
         *core.ctx.lock().unwrap() = Some(pin.clone());
         let mut umem = core.mapping_lock.lock().unwrap();
-        let ok = get_pages(&pin, core).is_ok() && {
-            if dma_map(&pin) {
+        let ok = pin_get_pages(&pin, core).is_ok() && {
+            if pin_dma_map(&pin) {
                 true
             } else {
                 // MOFED's unwinding: put_pages without dma_unmap.
-                put_pages(&pin);
+                pin_put_pages(&pin);
                 false
             }
         };
+        if ok && gpu.model.activation_fails && core.generation != Generation::Legacy {
+            // mkey creation failed: ib_umem_stop_invalidation_notifier
+            // without activation (still holding mapping_lock), then
+            // ib_umem_release.
+            umem.state = Umem::Mapped;
+            drop(pin);
+            core.stop(umem);
+            core.release();
+            return false;
+        }
         // The HCA's work (mkey, UMR), then activation.
         let activated = ok && core.activate(&mut umem);
         if ok && !activated {
             // A legacy core refuses a registration invalidated before activation.
-            dma_unmap(&pin);
-            put_pages(&pin);
+            pin_dma_unmap(&pin);
+            pin_put_pages(&pin);
         }
         drop(umem);
         drop(pin);
@@ -332,8 +561,8 @@ impl Core {
 
     /// Arms the invalidation notifier; legacy: fails if one came in already.
     fn activate(&self, umem: &mut UmemState) -> bool {
-        let mut legacy = (self.generation == Generation::Legacy)
-            .then(|| self.client_lock.lock().unwrap());
+        let mut legacy =
+            (self.generation == Generation::Legacy).then(|| self.client_lock.lock().unwrap());
         let umem = legacy.as_deref_mut().unwrap_or(umem);
         if umem.latched {
             return false;
@@ -344,39 +573,34 @@ impl Core {
         true
     }
 
+    /// ib_umem_stop_invalidation_notifier with `mapping_lock` held: the
+    /// client unmapped and unpinned, after the lock (modern,
+    /// INVALIDATE_UNMAPS) or under it (mid).
+    fn stop(&self, mut umem: MutexGuard<'_, UmemState>) {
+        umem.active = false;
+        let mapped = umem.state == Umem::Mapped;
+        umem.state = Umem::Unmapped;
+        if self.generation == Generation::Mid && mapped {
+            let ctx = self.ctx();
+            // Under mapping_lock: bug 2696789's ordering.
+            pin_dma_unmap(&ctx);
+            pin_put_pages(&ctx);
+        }
+        drop(umem);
+        if self.generation == Generation::Modern && mapped {
+            let ctx = self.ctx();
+            pin_dma_unmap(&ctx);
+            pin_put_pages(&ctx);
+        }
+    }
+
     /// ib_dereg_mr: the HCA stops using the MR (UMR revoke, or the mkey
     /// destroyed), then ib_umem_release as each generation does it.
     fn deregister(&self) {
         self.nic_may_use.store(false, SeqCst);
         match self.generation {
-            Generation::Modern => {
-                let mut umem = self.mapping_lock.lock().unwrap();
-                let unmap = umem.state == Umem::Mapped;
-                umem.active = false;
-                if unmap {
-                    self.nic_may_use.store(false, SeqCst);
-                    umem.state = Umem::Unmapped;
-                }
-                drop(umem);
-                if unmap {
-                    let ctx = self.ctx();
-                    dma_unmap(&ctx);
-                    put_pages(&ctx);
-                }
-                self.release();
-            }
-            Generation::Mid => {
-                let mut umem = self.mapping_lock.lock().unwrap();
-                umem.active = false;
-                if umem.state == Umem::Mapped {
-                    self.nic_may_use.store(false, SeqCst);
-                    let ctx = self.ctx();
-                    // Under mapping_lock: bug 2696789's ordering.
-                    dma_unmap(&ctx);
-                    put_pages(&ctx);
-                    umem.state = Umem::Unmapped;
-                }
-                drop(umem);
+            Generation::Modern | Generation::Mid => {
+                self.stop(self.mapping_lock.lock().unwrap());
                 self.release();
             }
             Generation::Legacy => {
@@ -386,63 +610,60 @@ impl Core {
                 drop(umem);
                 // Otherwise the invalidation did everything, release included.
                 if mapped {
-                    self.nic_may_use.store(false, SeqCst);
                     let ctx = self.ctx();
-                    dma_unmap(&ctx);
-                    put_pages(&ctx);
+                    pin_dma_unmap(&ctx);
+                    pin_put_pages(&ctx);
                     self.release();
                 }
             }
         }
     }
-}
 
-// ---- The client (mirrors src/client.rs over the shared protocol) ---------------
-
-struct Reg {
-    phase: Phase,
-    /// The core, from get_pages on (its release breaks the cycle).
-    core: Option<Arc<Core>>,
-    forwarder: Option<thread::ThreadId>,
-}
-
-impl Reg {
-    fn apply(&mut self, event: Event) -> Result<Action, ()> {
-        let (next, action) = step(self.phase, event).map_err(|_| ())?;
-        self.phase = next;
-        Ok(action)
+    /// The end state of one umem.
+    fn check_end(&self) {
+        assert!(!self.nic_may_use.load(SeqCst));
+        assert!(self.ctx.lock().unwrap().is_none(), "release not called");
+        let contexts = usize::from(!self.declined.load(SeqCst));
+        assert_eq!(
+            self.releases.load(SeqCst),
+            contexts,
+            "release not called once"
+        );
     }
 }
 
-impl PinOwner for Reg {
-    type Followup = Option<Arc<Core>>;
+/// The core's invalidation entry, as the module's slot reaches it.
+#[derive(Clone)]
+struct CoreRef(Arc<Core>);
 
-    fn pinned(&mut self, _len: u64) {}
+impl Invalidator for CoreRef {
+    fn ready(&self) -> bool {
+        self.0.client.handle_stored.load(SeqCst)
+    }
 
-    fn revoking(&mut self) -> Self::Followup {
-        match self.apply(Event::CallbackBegin) {
-            Ok(Action::ForwardInvalidation) => {
-                self.forwarder = Some(thread::current().id());
-                self.core.clone()
-            }
-            _ => None,
+    fn invalidate(&self, _core_context: u64) -> bool {
+        if !self.0.client.handle_stored.load(SeqCst) {
+            return false;
         }
+        self.0.invalidate();
+        true
     }
+}
 
-    fn revoked(followup: Self::Followup) {
-        if let Some(core) = followup {
-            core.invalidate();
-        }
-    }
+// ---- The module's glue: the platform of peermem_core::client ------------------
 
-    fn revoke_end(&mut self) {
-        self.forwarder = None;
-        let _ = self.apply(Event::CallbackEnd);
-    }
+struct LoomEnv;
 
-    fn teardown_end(&mut self) {
-        let _ = self.apply(Event::TeardownEnd);
-    }
+/// The scatterlist: built from the live mapping's addresses.
+struct Sg;
+
+impl Env for LoomEnv {
+    type Threads = LoomThreads;
+    type Invalidator = CoreRef;
+    type Sg = Sg;
+    type Keep = ModuleRef;
+
+    fn note(_note: Note) {}
 }
 
 struct LoomThreads;
@@ -459,23 +680,18 @@ impl Threads for LoomThreads {
     }
 }
 
-impl Forwarding<LoomThreads> for Reg {
-    fn forwarder(&self) -> Option<thread::ThreadId> {
-        self.forwarder
-    }
-}
-
 struct Pin {
     gpu: Arc<Gpu>,
     kind: PinKind,
-    state: Mutex<PinState<Gpu, Reg>>,
+    table: usize,
+    state: Mutex<PinState<Gpu, Registration<LoomEnv>>>,
     unmap_done: Condvar,
 }
 
 impl PinLock for Pin {
     type Driver = Gpu;
-    type Owner = Reg;
-    type Guard<'a> = MutexGuard<'a, PinState<Gpu, Reg>>;
+    type Owner = Registration<LoomEnv>;
+    type Guard<'a> = MutexGuard<'a, PinState<Gpu, Registration<LoomEnv>>>;
 
     fn lock(&self) -> Self::Guard<'_> {
         self.state.lock().unwrap()
@@ -500,171 +716,328 @@ impl PinLock for Pin {
     fn va(&self) -> u64 {
         VA
     }
+
+    fn finish_unpin(&self, unpinned: Unpinned) {
+        if unpinned.drop_reference {
+            self.gpu.drop_driver_ref(self.table);
+        }
+    }
 }
 
-/// Claims the range by pinning it; `None` if a free revoked it at once.
-fn acquire(gpu: &Arc<Gpu>, kind: PinKind) -> Option<Arc<Pin>> {
+/// `client.rs` `acquire` with `nvidia_p2p.rs` `GpuPin::pin`: claims the
+/// range by pinning it; `None` if declined or revoked at once.
+fn acquire(gpu: &Arc<Gpu>, kind: PinKind, buffer: usize, core: &Arc<Core>) -> Option<Arc<Pin>> {
+    let invalidator = (kind == PinKind::Revocable).then(|| CoreRef(core.clone()));
+    let keep = ModuleRef::get(&gpu.module)?;
+    let state = Registration::new(invalidator, keep).ok()?;
     let pin = Arc::new(Pin {
         gpu: gpu.clone(),
         kind,
-        state: Mutex::new(PinState::new(Reg {
-            phase: Phase::Pinned,
-            core: None,
-            forwarder: None,
-        })),
+        table: buffer,
+        state: Mutex::new(PinState::new(state)),
         unmap_done: Condvar::new(),
     });
-    let table = gpu.pin(&pin);
-    let accepted = protocol::accept_pages(&*pin, table).is_some();
-    accepted.then_some(pin)
+    let table = gpu.pin(&pin, buffer, &core.nic_may_use)?;
+    let mut st = protocol::accept_pages(&*pin, table)?;
+    // The page table is checked under the lock (`check_page_table`).
+    gpu.read(buffer);
+    st.owner.pinned(1);
+    drop(st);
+    Some(pin)
 }
 
-fn get_pages(pin: &Pin, core: &Arc<Core>) -> Result<(), ()> {
-    let mut st = pin.lock();
-    st.owner.apply(Event::GetPages)?;
-    st.owner.core = Some(core.clone());
-    Ok(())
+fn pin_get_pages(pin: &Pin, core: &Arc<Core>) -> Result<(), ()> {
+    client::get_pages(pin, core_context(core)).map_err(|_| ())
+}
+
+fn core_context(core: &Arc<Core>) -> u64 {
+    Arc::as_ptr(core) as u64
 }
 
 /// The client's dma_map; true if the core got a mapping.
-fn dma_map(pin: &Pin) -> bool {
-    let begin = |owner: &mut Reg| owner.apply(Event::MapBegin).map(|_| ());
-    let Ok((mut st, outcome)) = protocol::map(pin, &(), begin, |_| Ok(())) else {
-        return false;
-    };
-    match outcome {
-        Err(MapFailure::Revoked | MapFailure::Driver(_) | MapFailure::State) => {
-            let _ = st.owner.apply(Event::MapEnd { ok: false });
-            false
+fn pin_dma_map(pin: &Pin) -> bool {
+    let model = pin.gpu.model;
+    let check = |_: &Mapping| if model.check_fails { Err(-22) } else { Ok(()) };
+    let build = |_: &Mapping, reserved: &mut bool| {
+        // The SG list is built from the driver's addresses, lock held.
+        pin.gpu.read(pin.table);
+        if model.sg_fails {
+            Err(BuildError::Failed(-12))
+        } else if model.sg_needs_memory && !*reserved {
+            Err(BuildError::NeedMemory(-12))
+        } else {
+            Ok(Sg)
         }
-        Ok(()) => {
-            // The SG list is built from the driver's addresses, lock held.
-            assert!(st.mapping().is_some());
-            pin.gpu.read();
-            st.owner.apply(Event::MapEnd { ok: true }).is_ok()
-        }
-    }
-}
-
-fn dma_unmap(pin: &Pin) {
-    let _ = pin.lock().owner.apply(Event::Unmap);
-}
-
-fn put_pages(pin: &Pin) {
-    let st = pin.lock();
-    end_of_use(pin, st, Event::PutPages);
-}
-
-fn release(ctx: Arc<Pin>) {
-    let mut st = protocol::lock_after_forward::<LoomThreads, Pin>(&*ctx);
-    let parked = st.take_parked_teardown();
-    end_of_use(&ctx, st, Event::Release);
-    if let Some(teardown) = parked {
-        finish(&ctx, teardown.run(&*ctx));
-    }
-}
-
-fn end_of_use(pin: &Pin, mut st: MutexGuard<'_, PinState<Gpu, Reg>>, event: Event) {
-    let Ok(Action::Teardown) = st.owner.apply(event) else {
-        return;
     };
-    if pin.kind == PinKind::Revocable && event == Event::PutPages {
-        st.park_teardown();
-        return;
-    }
-    let teardown = st.take_teardown();
-    drop(st);
-    finish(pin, teardown.run(pin));
+    // An allocation that reclaims: reclaim may enter the driver.
+    let reserve = |reserved: &mut bool| {
+        drop(pin.gpu.api.lock().unwrap());
+        *reserved = true;
+        Ok(())
+    };
+    let mapped: Result<(), MapError<i32, i32>> =
+        client::dma_map(pin, &(), check, &mut false, build, reserve, |_| {});
+    mapped.is_ok()
 }
 
-fn finish(pin: &Pin, unpinned: protocol::Unpinned) {
-    assert_ne!(unpinned.put, Some(-1));
-    if unpinned.drop_reference {
-        pin.gpu.drop_driver_ref();
-    }
+fn pin_dma_unmap(pin: &Pin) {
+    let _ = client::dma_unmap(pin);
 }
 
-/// The driver's free callback, as the module's `free_callback` runs it.
+fn pin_put_pages(pin: &Pin) {
+    client::put_pages(pin);
+}
+
+fn pin_release(ctx: Arc<Pin>) {
+    client::release(&*ctx);
+}
+
+/// `nvidia_p2p.rs` `free_callback`: the driver's reference dropped if the
+/// protocol says the callback owns it.
 fn free_callback(pin: &Pin) {
     if protocol::free_callback(pin) {
-        pin.gpu.drop_driver_ref();
+        pin.gpu.module.callback_dropped.store(true, SeqCst);
+        pin.gpu.drop_driver_ref(pin.table);
     }
+}
+
+/// `nvidia_peermem.rs`'s exit once no reference holds the module (rmmod's
+/// `try_stop_module`): the clients are unregistered (every release
+/// returned), then, if a callback dropped a pin's reference, the driver's
+/// API lock is taken once (`nvidia_p2p.rs` `wait_for_callbacks`), then the
+/// text is freed.
+fn unload(gpu: &Gpu) {
+    if gpu.module.refs.load(SeqCst) != 0 {
+        return;
+    }
+    gpu.module.unloaded.store(true, SeqCst);
+    if gpu.module.callback_dropped.load(SeqCst) {
+        drop(gpu.api.lock().unwrap());
+    }
+    assert_eq!(
+        gpu.module.in_text.load(SeqCst),
+        0,
+        "the module was unloaded while a free callback ran in its text"
+    );
 }
 
 // ---- The models -------------------------------------------------------------
 
-/// Executions explored by the models of this process (printed per test).
-static EXECUTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// A registration, its deregistration, and a cudaFree from another thread.
-fn race(generation: Generation, kind: PinKind, map_fails: bool) {
-    let before = EXECUTIONS.load(std::sync::atomic::Ordering::Relaxed);
+/// A registration, its deregistration, and a cudaFree from another thread,
+/// as `model` says.
+fn race(name: &str, model: Model) {
+    let executions = std::sync::Arc::new(StdAtomicUsize::new(0));
+    let counted = executions.clone();
+    let start = Instant::now();
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(MODEL_PREEMPTIONS);
-    builder.check(move || {
-        let gpu = Arc::new(Gpu::new(map_fails));
-        let core = Arc::new(Core::new(generation));
-        // The pin exists before the free thread starts: acquire runs first.
-        let registering = {
-            let (gpu, core) = (gpu.clone(), core.clone());
-            thread::spawn(move || {
-                if Core::register(&core, &gpu, kind) {
-                    core.deregister();
-                }
-            })
-        };
-        let freeing = {
-            let (gpu, core) = (gpu.clone(), core.clone());
-            thread::spawn(move || gpu.free(&core.nic_may_use))
-        };
-        registering.join().unwrap();
-        freeing.join().unwrap();
-        let table = gpu.table.lock().unwrap();
-        assert!(table.puts <= 1);
-        assert!(table.freed, "the pin is still held");
-        assert!(table.mappings.is_empty(), "a mapping is still held");
-        assert!(gpu.driver_ref.lock().unwrap().is_none(), "the driver's reference leaked");
-        let contexts = usize::from(!core.declined.load(SeqCst));
-        assert_eq!(core.releases.load(SeqCst), contexts, "release not called once");
-        EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        assert!(!core.nic_may_use.load(SeqCst));
-        assert!(core.ctx.lock().unwrap().is_none());
-    });
-    let explored = EXECUTIONS.load(std::sync::atomic::Ordering::Relaxed) - before;
-    println!("{generation:?} {kind:?} map_fails={map_fails}: {explored} executions");
+    let explored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder.check(move || {
+            let module = Arc::new(Module::default());
+            let gpu = Arc::new(Gpu::new(model, module.clone()));
+            let client = Arc::new(ClientEntry::default());
+            if !model.load_window {
+                client.listed.store(true, SeqCst);
+                client.handle_stored.store(true, SeqCst);
+            }
+            let core = Arc::new(Core::new(model.generation, client.clone()));
+            let second = Arc::new(Core::new(model.generation, client.clone()));
+            let registering = {
+                let (gpu, core, second) = (gpu.clone(), core.clone(), second.clone());
+                thread::spawn(move || {
+                    let active = Core::register(&core, &gpu, model.kind, 0);
+                    // The second registration while the first one's pin is
+                    // armed: its driver calls meet the first one's callback.
+                    if model.second_pin && Core::register(&second, &gpu, model.kind, 1) {
+                        second.deregister();
+                    }
+                    if active {
+                        if model.load_window {
+                            // The free lands while the registration is active.
+                            gpu.free(0, &core.nic_may_use);
+                        }
+                        core.deregister();
+                    }
+                    if model.unload {
+                        unload(&gpu);
+                    }
+                })
+            };
+            let freeing = {
+                let (gpu, core, client) = (gpu.clone(), core.clone(), client.clone());
+                thread::spawn(move || {
+                    if model.load_window {
+                        // The module's init: the core lists the client, then
+                        // ib_register_peer_memory_client returns its handle.
+                        client.listed.store(true, SeqCst);
+                        client.handle_stored.store(true, SeqCst);
+                    } else {
+                        gpu.free(0, &core.nic_may_use);
+                    }
+                })
+            };
+            registering.join().unwrap();
+            freeing.join().unwrap();
+            if model.load_window {
+                gpu.free(0, &core.nic_may_use);
+            }
+            if model.second_pin {
+                gpu.free(1, &second.nic_may_use);
+                second.check_end();
+            }
+            // Pins not revoked were put; persistent pins of freed buffers too.
+            assert!(
+                gpu.all_given_back(),
+                "a pin, a mapping or the driver's reference is still held"
+            );
+            core.check_end();
+            assert_eq!(module.refs.load(SeqCst), 0, "a module reference leaked");
+            counted.fetch_add(1, Relaxed);
+        });
+    }));
+    let verdict = if explored.is_ok() { "" } else { " (failed)" };
+    println!(
+        "{name}: {} executions, {:.2} s{verdict}",
+        executions.load(Relaxed),
+        start.elapsed().as_secs_f64()
+    );
+    if let Err(panic) = explored {
+        std::panic::resume_unwind(panic);
+    }
 }
+
+use Generation::{Legacy, Mid, Modern};
+use PinKind::{Persistent, Revocable};
 
 #[test]
 fn modern_revocable_registration_races_a_free() {
-    race(Generation::Modern, PinKind::Revocable, false);
+    race("modern revocable", Model::new(Modern, Revocable));
 }
 
 #[test]
 fn mid_revocable_registration_races_a_free() {
-    race(Generation::Mid, PinKind::Revocable, false);
+    race("mid revocable", Model::new(Mid, Revocable));
 }
 
 #[test]
 fn legacy_revocable_registration_races_a_free() {
-    race(Generation::Legacy, PinKind::Revocable, false);
+    race("legacy revocable", Model::new(Legacy, Revocable));
 }
 
 #[test]
 fn modern_revocable_failed_map_races_a_free() {
-    race(Generation::Modern, PinKind::Revocable, true);
+    let model = Model {
+        map_fails: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, map fails", model);
 }
 
 #[test]
 fn legacy_revocable_failed_map_races_a_free() {
-    race(Generation::Legacy, PinKind::Revocable, true);
+    let model = Model {
+        map_fails: true,
+        ..Model::new(Legacy, Revocable)
+    };
+    race("legacy revocable, map fails", model);
 }
 
 #[test]
-fn modern_persistent_registration_ignores_a_free() {
-    race(Generation::Modern, PinKind::Persistent, false);
+fn modern_revocable_failed_check_unmaps_while_a_free_races() {
+    let model = Model {
+        check_fails: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, mapping fails the check", model);
 }
 
 #[test]
-fn mid_persistent_registration_ignores_a_free() {
-    race(Generation::Mid, PinKind::Persistent, false);
+fn modern_revocable_failed_scatterlist_unmaps_while_a_free_races() {
+    let model = Model {
+        sg_fails: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, scatterlist fails", model);
+}
+
+#[test]
+fn modern_revocable_scatterlist_reserves_memory_while_a_free_races() {
+    let model = Model {
+        sg_needs_memory: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, scatterlist reserves memory", model);
+}
+
+#[test]
+fn mid_revocable_failed_put_races_a_free() {
+    let model = Model {
+        put: Put::Fails,
+        ..Model::new(Mid, Revocable)
+    };
+    race("mid revocable, a put fails", model);
+}
+
+#[test]
+fn modern_revocable_old_driver_put_error_after_callback() {
+    let model = Model {
+        put: Put::ErrorAfterCallback,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, older driver's put", model);
+}
+
+#[test]
+fn modern_revocable_activation_fails_while_a_free_races() {
+    let model = Model {
+        activation_fails: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, activation fails", model);
+}
+
+#[test]
+fn mid_revocable_activation_fails_while_a_free_races() {
+    let model = Model {
+        activation_fails: true,
+        ..Model::new(Mid, Revocable)
+    };
+    race("mid revocable, activation fails", model);
+}
+
+#[test]
+fn modern_revocable_two_pins_share_the_api_lock() {
+    let model = Model {
+        second_pin: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, two pins", model);
+}
+
+#[test]
+fn modern_revocable_unload_races_the_callback() {
+    let model = Model {
+        unload: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, rmmod after the free", model);
+}
+
+#[test]
+fn modern_revocable_registration_in_the_load_window() {
+    let model = Model {
+        load_window: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, load window", model);
+}
+
+#[test]
+fn modern_persistent_registration_survives_a_free() {
+    race("modern persistent", Model::new(Modern, Persistent));
+}
+
+#[test]
+fn mid_persistent_registration_survives_a_free() {
+    race("mid persistent", Model::new(Mid, Persistent));
 }
