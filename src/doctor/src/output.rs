@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
+use crate::cuda::CudaAnswer;
 use crate::json::{obj, Value};
+use crate::nccl::GdrMode;
 use crate::report::{Facts, Report, Status};
 use crate::topology::Topology;
 
@@ -183,6 +185,38 @@ pub fn facts(f: &Facts) -> Value {
     ])
 }
 
+/// libcuda's answer: `{library, init, driver_api, gpus}`.
+pub fn cuda(answer: &CudaAnswer) -> Value {
+    let int = |v: Option<i32>| v.and_then(|v| u64::try_from(v).ok()).into();
+    let (library, init, api, gpus) = match answer {
+        CudaAnswer::NotAsked => ("not-asked", None, None, Vec::new()),
+        CudaAnswer::NoLibrary => ("none", None, None, Vec::new()),
+        CudaAnswer::StaticBuild => ("static", None, None, Vec::new()),
+        CudaAnswer::InitFailed(rc) => ("libcuda.so.1", Some(rc.to_string()), None, Vec::new()),
+        CudaAnswer::Gpus { driver_api, gpus } => {
+            ("libcuda.so.1", None, Some(*driver_api), gpus.clone())
+        }
+    };
+    let gpus = gpus
+        .iter()
+        .map(|g| {
+            obj([
+                ("pci", g.pci.clone().into()),
+                ("name", g.name.clone().into()),
+                ("gpu_direct_rdma_supported", int(g.gdr)),
+                ("dma_buf_supported", int(g.dmabuf)),
+                ("dma_buf_export", g.export.clone().into()),
+            ])
+        })
+        .collect();
+    obj([
+        ("library", library.into()),
+        ("init_error", init.into()),
+        ("driver_api", int(api)),
+        ("gpus", Value::Arr(gpus)),
+    ])
+}
+
 /// The report as JSON: tool, verdict, checks, facts, statistics and topology.
 pub fn json(report: &Report) -> String {
     let checks = report
@@ -237,8 +271,10 @@ pub fn json(report: &Report) -> String {
     let pairs = topo
         .pairs
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let nic = &topo.nics[p.nic];
+            let nccl = report.nccl.get(i);
             obj([
                 ("gpu", topo.gpus[p.gpu].pci.bdf.clone().into()),
                 ("nic", nic.name.clone().into()),
@@ -247,6 +283,16 @@ pub fn json(report: &Report) -> String {
                 (
                     "bridges",
                     Value::Arr(p.bridges.iter().map(|b| b.clone().into()).collect()),
+                ),
+                ("nccl_path", nccl.map(|(path, _)| path.as_str()).into()),
+                (
+                    "nccl_gdr",
+                    nccl.map(|(_, mode)| match mode {
+                        GdrMode::Disabled => "disabled",
+                        GdrMode::Default => "enabled",
+                        GdrMode::Pci => "enabled-pcie-mapping",
+                    })
+                    .into(),
                 ),
             ])
         })
@@ -262,6 +308,7 @@ pub fn json(report: &Report) -> String {
         ),
         ("checks", Value::Arr(checks)),
         ("facts", facts(&report.facts)),
+        ("cuda", cuda(&report.cuda)),
         ("stats", stats),
         (
             "topology",

@@ -34,7 +34,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 fn help_and_version() {
     let (out, _, code) = run(&["--help"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("usage: nvidia-peermem-doctor [--root DIR] [--json]"));
+    assert!(out.starts_with("usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus]"));
     let (out, _, code) = run(&["-V"]);
     assert_eq!(
         (out.as_str(), code),
@@ -57,6 +57,9 @@ fn usage_errors_exit_2() {
         vec!["--json", "extra"],
         vec!["--root", "/nonexistent/peermem-doctor"],
         vec!["--root", file.as_str()],
+        vec!["--json", "--prometheus"],
+        vec!["--cuda-probe", "--json"],
+        vec!["--cuda-probe", "--root", "/tmp"],
     ] {
         let (out, err, code) = run(&args);
         assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
@@ -185,4 +188,35 @@ fn closed_stdout_is_not_a_panic() {
         assert_eq!(err.trim(), "rc=1", "{args}: {err}");
     }
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// A captured tree whose `cuda-probe.txt` does not parse: exit 2, and the
+/// error names the file and the line.
+#[test]
+fn bad_cuda_record_is_a_usage_error() {
+    let dir = scratch("cuda-record");
+    fs::write(
+        dir.join("cuda-probe.txt"),
+        "library libcuda.so.1\ngpu 0000:00:06.0 dmabuf=maybe\n",
+    )
+    .expect("write");
+    let (out, err, code) = run(&["--root", &dir.to_string_lossy()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("/cuda-probe.txt: line 2: cannot parse 'gpu 0000:00:06.0 dmabuf=maybe'"),
+        "{err}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `--cuda-probe` prints a record the doctor reads back, whether or not
+/// this machine has libcuda (the build host has none: `library none`).
+#[test]
+fn cuda_probe_prints_a_record() {
+    let (out, err, code) = run(&["--cuda-probe"]);
+    assert_eq!(code, 0, "{err}");
+    let answer = peermem_doctor::cuda::CudaAnswer::parse(&out).expect("a record");
+    assert_eq!(answer.record(), out);
+    assert_ne!(answer, peermem_doctor::cuda::CudaAnswer::NotAsked);
 }

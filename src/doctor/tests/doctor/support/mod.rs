@@ -218,6 +218,7 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
         "exit_status",
         "checks",
         "facts",
+        "cuda",
         "stats",
         "topology",
     ];
@@ -305,7 +306,16 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
     }
     for (p, want) in pairs.iter().zip(&report.topology.pairs) {
         let link = p.get("link").and_then(Json::str);
-        if p.keys() != ["gpu", "nic", "nic_pci", "link", "bridges"]
+        if p.keys()
+            != [
+                "gpu",
+                "nic",
+                "nic_pci",
+                "link",
+                "bridges",
+                "nccl_path",
+                "nccl_gdr",
+            ]
             || link != Some(want.link.as_str())
         {
             problems.push(format!("JSON pair {p:?}"));
