@@ -162,6 +162,14 @@ pub(crate) fn driver_settings(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
+    if pcie_gpus.is_empty() {
+        return Check::ok(
+            ID,
+            format!("{} chipset, driver {version}: every GPU is coherent (C2C), so the driver skips its PCIe topology check",
+                found.first().map_or("", |(_, n)| *n)),
+        )
+        .detail(detail);
+    }
     // The rule: a shared upstream bridge, per pair.
     let mut refused_gpus = Vec::new();
     let mut refused_pairs = Vec::new();
@@ -187,7 +195,9 @@ pub(crate) fn driver_settings(ctx: &Ctx<'_>) -> Check {
             format!("{p}: no shared PCIe bridge: registrations fail with -ENOTSUPP (524)")
         }),
     );
-    let names = list(&found.iter().map(|(_, n)| n.to_string()).collect::<Vec<_>>());
+    let mut kinds: Vec<String> = found.iter().map(|(_, n)| n.to_string()).collect();
+    kinds.dedup();
+    let names = list(&kinds);
     let fix = "put GPU and NIC under one PCIe switch, or (if this platform's PCIe P2P is known good) \
                `options nvidia NVreg_GrdmaPciTopoCheckOverride=1` in modprobe.d and reload the driver; \
                a passthrough VM is exempt";
@@ -706,27 +716,41 @@ pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
+    let with_pairs = (0..ctx.topo.gpus.len())
+        .filter(|&g| ctx.topo.pairs_of(g).next().is_some())
+        .count();
     let scope = format!(
         "{gpus_on} of {} GPU(s) within NCCL's GDR level (nccl.paths)",
         ctx.topo.gpus.len()
     );
+    // Some GPUs out of NCCL's reach: nccl.paths has the path and the fix.
+    let verdict = |summary: String| {
+        if gpus_on < with_pairs {
+            Check::warn(
+                ID,
+                summary,
+                "NCCL stages through host memory on the other GPUs: see nccl.paths for their path and its fix",
+            )
+        } else {
+            Check::ok(ID, summary)
+        }
+    };
     if dmabuf_ok {
         let also = if peer {
             "; peer memory is loaded too, NCCL prefers dma-buf"
         } else {
             ""
         };
-        return Check::ok(
-            ID,
-            format!("NCCL and UCX will use dma-buf on {scope}{also}: {needed}"),
-        )
+        return verdict(format!(
+            "NCCL and UCX will use dma-buf on {scope}{also}: {needed}"
+        ))
         .detail(detail);
     }
     if peer {
-        return Check::ok(
-            ID,
-            format!("NCCL and UCX will use peer memory ({MODULE}) on {scope}; dma-buf is not available: {}", list(&d.missing())),
-        )
+        return verdict(format!(
+            "NCCL and UCX will use peer memory ({MODULE}) on {scope}; dma-buf is not available: {}",
+            list(&d.missing())
+        ))
         .detail(detail);
     }
     let why = if d.missing().is_empty() {
