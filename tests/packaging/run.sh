@@ -85,7 +85,7 @@ mount -t tmpfs tmpfs "$ROOT/run"
 mkdir -p "$ROOT/build/src" "$ROOT/build/out"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
 # doctor-json.py FILE RC [PATH=VALUE...]: nvidia-peermem-doctor's --json in
-# FILE, run with exit status RC, is the report of this version: 21 checks,
+# FILE, run with exit status RC, is the report of this version: 28 checks,
 # exit_status = RC; PATH is a dotted path (facts.module.loaded) or
 # check:ID for a check's status; VALUE is JSON (strings bare).
 cat >"$ROOT/build/doctor-json.py" <<'EOF'
@@ -93,13 +93,13 @@ import json, sys
 path, rc, version = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with open(path) as f:
     doc = json.load(f)
-assert list(doc) == ["tool", "version", "root", "verdict", "exit_status", "checks", "facts", "stats", "topology"], list(doc)
+assert list(doc) == ["tool", "version", "root", "verdict", "exit_status", "checks", "facts", "cuda", "stats", "topology"], list(doc)
 assert doc["tool"] == "nvidia-peermem-doctor", doc["tool"]
 assert doc["version"] == version, "version %r, VERSION %r" % (doc["version"], version)
 assert doc["exit_status"] == rc, "exit_status %r, exit status %r" % (doc["exit_status"], rc)
 assert doc["verdict"] == "blocked" if rc else doc["verdict"] in ("ok", "degraded"), doc["verdict"]
 checks = {c["id"]: c for c in doc["checks"]}
-assert len(doc["checks"]) == 21 and doc["checks"][0]["id"] == "kernel.modules", list(checks)
+assert len(doc["checks"]) == 28 and doc["checks"][0]["id"] == "kernel.modules", list(checks)
 for want in sys.argv[4:]:
     key, value = want.split("=", 1)
     if key.startswith("check:"):
