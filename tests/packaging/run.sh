@@ -200,7 +200,7 @@ insh orig-vendored "tar -xzf $ORIG -C /tmp nvidia-peer-memory-$V/Cargo.lock nvid
 	grep -qx 'directory = \"vendor\"' /tmp/nvidia-peer-memory-$V/.cargo/config.toml
 	awk '/^name = / {n = \$3} /^source = / {gsub(/\"/, \"\", n); print n}' /tmp/nvidia-peer-memory-$V/Cargo.lock | sort >/tmp/lock-crates
 	sed -n 's|^nvidia-peer-memory-$V/vendor/\\([^/]*\\)/\\.cargo-checksum\\.json\$|\\1|p' /tmp/orig.lst | sort >/tmp/vendored
-	diff /tmp/lock-crates /tmp/vendored && ! grep -qx loom /tmp/vendored"
+	diff /tmp/lock-crates /tmp/vendored && grep -qx flate2 /tmp/vendored && ! grep -qx loom /tmp/vendored"
 insh build_module-deb-reproducible "cp $ORIG /tmp/first.tar.gz && sleep 1 && cd src && ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.tar.gz ../$ORIG"
 insh build_module-rpm "cd src && ./build_module.sh --flavor rpm --out /build/out >/dev/null && rpm -qpl ../$SRPM | grep -qx nvidia-peer-memory-$V.tar.gz && rpm -qpl ../$SRPM | grep -qx nvidia_peer_memory.spec"
 insh build_module-rpm-reproducible "cp $SRPM /tmp/first.src.rpm && sleep 1 && cd src && FORCE_FLAVOR=rpm ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.src.rpm ../$SRPM"
@@ -222,7 +222,8 @@ if inlog dpkg-buildpackage "rm -rf deb && mkdir deb && cd deb && cp ../$ORIG . &
 	cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc"; then ok dpkg-buildpackage; else bad dpkg-buildpackage "see $LOGS/dpkg-buildpackage.log"; fi
 # The doctor was built offline (--frozen, an empty CARGO_HOME, no network
 # in the root) from the tarball's vendored crates.
-check deb-doctor-vendored sh -c "grep -q 'cargo build --release --frozen -p nvidia-peermem-doctor' '$LOGS/dpkg-buildpackage.log'"
+check deb-doctor-vendored sh -c "grep -q 'cargo build --release --frozen -p nvidia-peermem-doctor' '$LOGS/dpkg-buildpackage.log' &&
+	grep -Eq '^ +Compiling flate2 v' '$LOGS/dpkg-buildpackage.log'"
 insh deb-files "cd deb && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB_DBG $DEB_DKMS $DEB_MAIN ' && ls *.dsc *.debian.tar.xz
 	dpkg -c $DEB_DBG | grep -q './usr/lib/debug/.build-id/.*\\.debug\$'"
 insh deb-dkms-contents "dpkg -c deb/$DEB_DKMS >/tmp/c; for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs src/ffi/nv-p2p.h scripts/abi-symvers.sh scripts/rust-headers.sh; do
@@ -254,7 +255,8 @@ if inlog lintian "cd deb && lintian -I --pedantic --fail-on error,warning,info,p
 step "RPMs from the source rpm (rpmbuild --rebuild --without kmod)"
 if inlog rpmbuild-rebuild "rpmbuild --rebuild --nodeps --without kmod --define '_topdir /build/rpmtop' --define 'dist %{nil}' $SRPM"; then
 	ok rpmbuild-rebuild; else bad rpmbuild-rebuild "see $LOGS/rpmbuild-rebuild.log"; fi
-check rpm-doctor-vendored sh -c "grep -q 'cargo build --release --frozen -p nvidia-peermem-doctor' '$LOGS/rpmbuild-rebuild.log'"
+check rpm-doctor-vendored sh -c "grep -q 'cargo build --release --frozen -p nvidia-peermem-doctor' '$LOGS/rpmbuild-rebuild.log' &&
+	grep -Eq '^ +Compiling flate2 v' '$LOGS/rpmbuild-rebuild.log'"
 RPM_DKMS=rpmtop/RPMS/noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm
 insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm >/tmp/m; rpm -qpl $RPM_DKMS >/tmp/d
 	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf \
