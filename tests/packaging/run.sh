@@ -200,7 +200,7 @@ insh orig-vendored "tar -xzf $ORIG -C /tmp nvidia-peer-memory-$V/Cargo.lock nvid
 	grep -qx 'directory = \"vendor\"' /tmp/nvidia-peer-memory-$V/.cargo/config.toml
 	awk '/^name = / {n = \$3} /^source = / {gsub(/\"/, \"\", n); print n}' /tmp/nvidia-peer-memory-$V/Cargo.lock | sort >/tmp/lock-crates
 	sed -n 's|^nvidia-peer-memory-$V/vendor/\\([^/]*\\)/\\.cargo-checksum\\.json\$|\\1|p' /tmp/orig.lst | sort >/tmp/vendored
-	diff /tmp/lock-crates /tmp/vendored && grep -qx flate2 /tmp/vendored && ! grep -qx loom /tmp/vendored"
+	diff /tmp/lock-crates /tmp/vendored && grep -qx flate2 /tmp/vendored && grep -qx serde_json /tmp/vendored && ! grep -qx loom /tmp/vendored"
 insh build_module-deb-reproducible "cp $ORIG /tmp/first.tar.gz && sleep 1 && cd src && ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.tar.gz ../$ORIG"
 insh build_module-rpm "cd src && ./build_module.sh --flavor rpm --out /build/out >/dev/null && rpm -qpl ../$SRPM | grep -qx nvidia-peer-memory-$V.tar.gz && rpm -qpl ../$SRPM | grep -qx nvidia_peer_memory.spec"
 insh build_module-rpm-reproducible "cp $SRPM /tmp/first.src.rpm && sleep 1 && cd src && FORCE_FLAVOR=rpm ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.src.rpm ../$SRPM"

@@ -9,7 +9,7 @@
 //! fixture trees in tests. Layers, from the bottom: [`root`] (file access)
 //! and [`inflate`] (gzip), [`pci`] and [`bars`], [`kmod`], [`kconfig`],
 //! [`signing`], [`toolchain`] and [`topology`] (facts), [`checks`]
-//! (verdicts), [`report`], [`output`] and [`json`] (rendering).
+//! (verdicts), [`report`], [`output`] and [`prometheus`] (rendering).
 
 // Only `cuda` calls C (libcuda through dlopen), with SAFETY comments.
 #![deny(unsafe_code)]
@@ -19,7 +19,6 @@ pub mod checks;
 pub mod cuda;
 pub mod elf;
 pub mod inflate;
-pub mod json;
 pub mod kconfig;
 pub mod klog;
 pub mod kmod;

@@ -6,7 +6,7 @@
 use std::fs;
 use std::os::unix::fs::symlink;
 
-use crate::support::{doctor, json};
+use crate::support::doctor;
 
 /// Runs the binary and returns stdout, stderr and the exit status.
 fn run(args: &[&str]) -> (String, String, i32) {
@@ -88,9 +88,9 @@ fn empty_root_is_findings_not_a_panic() {
     }
     let (text, code) = doctor(&["--json", "--root", &root]);
     assert_eq!(code, 1);
-    let doc = json::parse(&text).expect("JSON");
-    assert_eq!(doc.get("verdict").and_then(|v| v.str()), Some("blocked"));
-    assert_eq!(doc.get("stats"), Some(&json::Json::Null));
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(doc["verdict"], "blocked");
+    assert_eq!(doc.get("stats"), Some(&serde_json::Value::Null));
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -155,7 +155,7 @@ fn broken_tree_does_not_panic() {
         assert!(code == 0 || code == 1, "{args:?}: exit {code}\n{err}");
         assert!(err.is_empty(), "stderr: {err}");
         if args.contains(&"--json") {
-            json::parse(&out).expect("JSON of a broken tree");
+            serde_json::from_str::<serde_json::Value>(&out).expect("JSON of a broken tree");
         } else {
             // Empty version files: loaded, with no version to show.
             for line in [
@@ -219,4 +219,56 @@ fn cuda_probe_prints_a_record() {
     let answer = peermem_doctor::cuda::CudaAnswer::parse(&out).expect("a record");
     assert_eq!(answer.record(), out);
     assert_ne!(answer, peermem_doctor::cuda::CudaAnswer::NotAsked);
+}
+
+/// `--json` has one member or item per line, as `flatten` in
+/// `tests/guest/scenarios/60-doctor.sh` reads it: two spaces per level,
+/// `"key": value` in objects, `{` or `[` last on the line that opens a
+/// nested one, `{}` and `[]` for empty ones, a newline at the end.
+#[test]
+fn json_has_one_member_per_line() {
+    let dir = crate::support::build("pix");
+    let (text, _) = doctor(&["--json", "--root", &dir.to_string_lossy()]);
+    assert!(text.ends_with("}\n"), "{text}");
+    // Whether each open level is an object.
+    let mut open: Vec<bool> = Vec::new();
+    for line in text.lines() {
+        let body = line.trim_start_matches(' ');
+        let body = body.strip_suffix(',').unwrap_or(body);
+        if body == "}" || body == "]" {
+            assert_eq!(open.pop(), Some(body == "}"), "{line}");
+            assert_eq!(
+                line.len() - line.trim_start().len(),
+                2 * open.len(),
+                "{line}"
+            );
+            continue;
+        }
+        assert_eq!(
+            line.len() - line.trim_start().len(),
+            2 * open.len(),
+            "{line}"
+        );
+        let value = if open.last() == Some(&true) {
+            let (key, value) = body.split_once("\": ").unwrap_or_else(|| panic!("{line}"));
+            assert!(key.starts_with('"') && !key[1..].contains('"'), "{line}");
+            value
+        } else {
+            body
+        };
+        match value {
+            "{" => open.push(true),
+            "[" => open.push(false),
+            _ => {
+                let v: serde_json::Value =
+                    serde_json::from_str(value).unwrap_or_else(|e| panic!("{line}: {e}"));
+                assert!(
+                    !(v.is_object() || v.is_array()) || value == "{}" || value == "[]",
+                    "{line}"
+                );
+            }
+        }
+    }
+    assert!(open.is_empty(), "unbalanced:\n{text}");
+    let _ = fs::remove_dir_all(&dir);
 }
