@@ -200,7 +200,7 @@ insh orig-vendored "tar -xzf $ORIG -C /tmp nvidia-peer-memory-$V/Cargo.lock nvid
 	grep -qx 'directory = \"vendor\"' /tmp/nvidia-peer-memory-$V/.cargo/config.toml
 	awk '/^name = / {n = \$3} /^source = / {gsub(/\"/, \"\", n); print n}' /tmp/nvidia-peer-memory-$V/Cargo.lock | sort >/tmp/lock-crates
 	sed -n 's|^nvidia-peer-memory-$V/vendor/\\([^/]*\\)/\\.cargo-checksum\\.json\$|\\1|p' /tmp/orig.lst | sort >/tmp/vendored
-	diff /tmp/lock-crates /tmp/vendored && grep -qx flate2 /tmp/vendored && grep -qx serde_json /tmp/vendored && ! grep -qx loom /tmp/vendored"
+	diff /tmp/lock-crates /tmp/vendored && grep -qx flate2 /tmp/vendored && grep -qx serde_json /tmp/vendored && grep -qx lexopt /tmp/vendored && ! grep -qx loom /tmp/vendored"
 insh build_module-deb-reproducible "cp $ORIG /tmp/first.tar.gz && sleep 1 && cd src && ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.tar.gz ../$ORIG"
 insh build_module-rpm "cd src && ./build_module.sh --flavor rpm --out /build/out >/dev/null && rpm -qpl ../$SRPM | grep -qx nvidia-peer-memory-$V.tar.gz && rpm -qpl ../$SRPM | grep -qx nvidia_peer_memory.spec"
 insh build_module-rpm-reproducible "cp $SRPM /tmp/first.src.rpm && sleep 1 && cd src && FORCE_FLAVOR=rpm ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.src.rpm ../$SRPM"
@@ -389,7 +389,7 @@ insh doctor-json "rc=0; nvidia-peermem-doctor --json >/tmp/doctor.json || rc=\$?
 insh doctor-table "rc=0; nvidia-peermem-doctor >/tmp/doctor.txt || rc=\$?; test \$rc = 1
 	head -n1 /tmp/doctor.txt | grep -qx 'nvidia-peermem-doctor $V: GPUDirect RDMA checks (root /)'
 	grep -Eq '^FAIL +module.loaded +nvidia_peermem is not loaded ' /tmp/doctor.txt && grep -Eq '^Result: blocked \([0-9]+ blocking, [0-9]+ warnings?\), exit status 1\$' /tmp/doctor.txt"
-insh doctor-usage-error "rc=0; nvidia-peermem-doctor --bogus 2>/tmp/err || rc=\$?; test \$rc = 2 && grep -q 'unknown argument' /tmp/err"
+insh doctor-usage-error "rc=0; nvidia-peermem-doctor --bogus 2>/tmp/err || rc=\$?; test \$rc = 2 && grep -qx \"nvidia-peermem-doctor: invalid option '--bogus'\" /tmp/err"
 insh doctor-manpage "zcat /usr/share/man/man1/nvidia-peermem-doctor.1.gz | grep -q '^.SH EXIT STATUS'"
 check postinst-start-failure-tolerated grep -q 'nv_peer_mem did not start now' "$LOGS/dpkg-install.log"
 insh rc-links "ls /etc/rc2.d/S*nv_peer_mem && ls /etc/rc0.d/K*nv_peer_mem && test -L /etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,49 +60,59 @@ enum Cmd {
     CudaProbe,
 }
 
-fn parse(mut argv: impl Iterator<Item = String>) -> Result<Cmd, String> {
+/// The command line, split into options and values by lexopt (`--root DIR`
+/// and `--root=DIR`, `-vV`); what they mean and exclude is decided here.
+fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Cmd, String> {
+    use lexopt::prelude::*;
     let mut args = Args {
         root: PathBuf::from("/"),
         format: Format::Table,
         verbose: false,
     };
-    let set = |format: Format, args: &mut Args| {
-        if args.format != Format::Table && args.format != format {
-            return Err("--json and --prometheus exclude each other".to_string());
-        }
-        args.format = format;
-        Ok(())
-    };
-    let mut probe = false;
-    while let Some(arg) = argv.next() {
-        match arg.as_str() {
-            "--json" => set(Format::Json, &mut args)?,
-            "--prometheus" => set(Format::Prometheus, &mut args)?,
-            "--cuda-probe" => probe = true,
-            "-v" | "--verbose" => args.verbose = true,
-            "-h" | "--help" => return Ok(Cmd::Print(USAGE.to_string())),
-            "-V" | "--version" => {
+    let (mut json, mut prometheus, mut probe, mut root) = (false, false, false, false);
+    let mut p = lexopt::Parser::from_args(argv);
+    while let Some(arg) = p.next().map_err(|e| e.to_string())? {
+        match arg {
+            Long("json") => json = true,
+            Long("prometheus") => prometheus = true,
+            Long("cuda-probe") => probe = true,
+            Short('v') | Long("verbose") => args.verbose = true,
+            Short('h') | Long("help") => return Ok(Cmd::Print(USAGE.to_string())),
+            Short('V') | Long("version") => {
                 return Ok(Cmd::Print(format!(
                     "nvidia-peermem-doctor {}\n",
                     output::VERSION
                 )))
             }
-            "--root" => match argv.next() {
-                Some(dir) if !dir.is_empty() => args.root = PathBuf::from(dir),
-                _ => return Err("--root needs a directory".to_string()),
-            },
-            _ => match arg.strip_prefix("--root=") {
-                Some(dir) if !dir.is_empty() => args.root = PathBuf::from(dir),
-                _ => return Err(format!("unknown argument '{arg}'")),
-            },
+            Long("root") => {
+                let dir = p.value().map_err(|e| e.to_string())?;
+                if dir.is_empty() {
+                    return Err("--root needs a directory".to_string());
+                }
+                if root {
+                    return Err("--root given twice".to_string());
+                }
+                (root, args.root) = (true, PathBuf::from(dir));
+            }
+            _ => return Err(arg.unexpected().to_string()),
         }
     }
+    if json && prometheus {
+        return Err("--json and --prometheus exclude each other".to_string());
+    }
     if probe {
-        if args.format != Format::Table || args.verbose || args.root != std::path::Path::new("/") {
+        if json || prometheus || args.verbose || root {
             return Err("--cuda-probe takes no other option".to_string());
         }
         return Ok(Cmd::CudaProbe);
     }
+    args.format = if json {
+        Format::Json
+    } else if prometheus {
+        Format::Prometheus
+    } else {
+        Format::Table
+    };
     Ok(Cmd::Run(args))
 }
 
@@ -113,7 +124,7 @@ fn emit(text: &str) {
 }
 
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
+    let args = match parse(std::env::args_os().skip(1)) {
         Ok(Cmd::Run(args)) => args,
         Ok(Cmd::Print(text)) => {
             emit(&text);

@@ -169,6 +169,98 @@ fn broken_tree_does_not_panic() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// Each usage error says what is wrong on its first line, then the usage.
+#[test]
+fn usage_error_messages() {
+    for (args, message) in [
+        (&["--bogus"][..], "invalid option '--bogus'"),
+        (&["-x"], "invalid option '-x'"),
+        (&["-vx"], "invalid option '-x'"),
+        (&["--json", "extra"], "unexpected argument \"extra\""),
+        (&["--root"], "missing argument for option '--root'"),
+        (&["--root="], "--root needs a directory"),
+        (&["--root", ""], "--root needs a directory"),
+        (&["--root", "/a", "--root", "/b"], "--root given twice"),
+        (
+            &["--json", "--prometheus"],
+            "--json and --prometheus exclude each other",
+        ),
+        (
+            &["--prometheus", "--json"],
+            "--json and --prometheus exclude each other",
+        ),
+        (
+            &["--cuda-probe", "--verbose"],
+            "--cuda-probe takes no other option",
+        ),
+        (
+            &["--verbose=yes"],
+            "unexpected argument for option '--verbose': \"yes\"",
+        ),
+    ] {
+        let (out, err, code) = run(args);
+        assert_eq!((out.as_str(), code), ("", 2), "{args:?}");
+        let mut lines = err.lines();
+        assert_eq!(
+            lines.next(),
+            Some(format!("nvidia-peermem-doctor: {message}").as_str()),
+            "{args:?}"
+        );
+        assert_eq!(
+            lines.next(),
+            Some("usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus] [--verbose]"),
+            "{args:?}"
+        );
+    }
+}
+
+/// Options as lexopt takes them: `--root=DIR`, short flags together, any order.
+#[test]
+fn option_forms() {
+    let dir = scratch("forms");
+    let root = dir.to_string_lossy().into_owned();
+    let (table, code) = doctor(&["--root", &root]);
+    assert_eq!(code, 1);
+    assert_eq!(doctor(&[&format!("--root={root}")]), (table, 1));
+    let (verbose, _) = doctor(&["--verbose", "--root", &root]);
+    assert_eq!(doctor(&["--root", &root, "-v"]), (verbose, 1));
+    let (out, _, code) = run(&["-vV"]);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            concat!("nvidia-peermem-doctor ", env!("CARGO_PKG_VERSION"), "\n"),
+            0
+        )
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A root whose name is not UTF-8 is a root like any other (the
+/// hand-written parser read arguments as strings and panicked).
+#[test]
+fn root_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = scratch("not-utf8").join(std::ffi::OsStr::from_bytes(b"root-\xff"));
+    fs::create_dir_all(&dir).expect("mkdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvidia-peermem-doctor"))
+        .arg("--root")
+        .arg(&dir)
+        .output()
+        .expect("run the doctor");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("nvidia-peermem-doctor ") && text.contains("root-\u{fffd})\n"),
+        "{text}"
+    );
+    let _ = fs::remove_dir_all(dir.parent().expect("scratch"));
+}
+
 /// A reader that went away (`nvidia-peermem-doctor | head -1`): no panic,
 /// nothing on stderr, and the exit status is still the verdict's.
 #[test]
