@@ -108,7 +108,7 @@ lint: provision vendor-headers
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) lint'
 
 # The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
-# host: static, no dependencies; tests/guest/run.sh puts both in the initramfs.
+# host: static, no library dependencies; tests/guest/run.sh puts both in the initramfs.
 tool:
 	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool -p nvidia-peermem-doctor \
 		--target x86_64-unknown-linux-gnu
@@ -240,7 +240,9 @@ clean:
 # install: the built module; install-dkms: the DKMS source tree and its
 # helpers; install-utils: the service, its settings and the modprobe rules;
 # doctor, install-doctor: nvidia-peermem-doctor (src/doctor), built with the
-# cargo on PATH, offline, from Cargo.lock (it has no crate dependencies).
+# cargo on PATH from Cargo.lock: --locked here, where cargo may fetch its
+# crates; the deb and rpm builds pass DOCTOR_CARGO_FLAGS=--frozen (offline,
+# from the vendor/ that build_module.sh puts in the source package).
 VERSION_NUM := $(shell cat VERSION)
 DKMS_NAME := nvidia-peer-memory
 MODULE_DESTDIR ?= /lib/modules/$(KREL)/extra
@@ -276,8 +278,10 @@ DOCTOR_BIN = target/release/nvidia-peermem-doctor
 BINDIR ?= /usr/bin
 MAN1DIR ?= /usr/share/man/man1
 
+DOCTOR_CARGO_FLAGS ?= --locked
+
 doctor:
-	cargo build --release --frozen -p nvidia-peermem-doctor
+	cargo build --release $(DOCTOR_CARGO_FLAGS) -p nvidia-peermem-doctor
 
 install-doctor:
 	@test -x $(DOCTOR_BIN) || { echo "build the doctor first (make doctor)" >&2; exit 1; }

@@ -6,6 +6,7 @@
 #     tar xf it, cp -r debian/ into it, dpkg-buildpackage -us -uc
 #   elsewhere: nvidia_peer_memory-<ver>-<rel>.src.rpm, then
 #     rpmbuild --rebuild [--without kmod] X.src.rpm
+# Both carry the doctor's crates (cargo vendor), so that they build offline.
 #
 # Usage: build_module.sh [--flavor deb|rpm] [--out DIR]
 #   --flavor  deb or rpm (default: deb where dpkg exists; FORCE_FLAVOR too)
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--flavor) flavor=${2:?--flavor needs deb or rpm}; shift 2 ;;
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
-	-h | --help) sed -n '4,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	-h | --help) sed -n '4,18s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) echo "build_module.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -54,7 +55,8 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 # The files of the source package: what git tracks (or, outside git, the
 # tree without build products); never debian/ (it travels separately),
 # tests or CI, except tests/tool/: it is a member of the cargo workspace
-# the packages build nvidia-peermem-doctor in (Cargo.toml, Cargo.lock).
+# the packages build nvidia-peermem-doctor in (Cargo.toml, Cargo.lock);
+# then vendor/ and .cargo/config.toml (below).
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	git ls-files --cached --others --exclude-standard
 else
@@ -65,6 +67,25 @@ while IFS= read -r f; do
 	mkdir -p "$tmp/$name-$version/$(dirname "$f")"
 	cp -p "$f" "$tmp/$name-$version/$f"
 done <"$tmp/files"
+
+# The crates of Cargo.lock (the doctor's), vendored: the deb and rpm builds
+# run cargo offline (--frozen), from vendor/ through .cargo/config.toml.
+# cargo vendor takes them from where cargo's configuration says (the
+# registry, or a mirror that replaces it), or from its cache when offline.
+src=$tmp/$name-$version
+command -v cargo >/dev/null 2>&1 || { echo "build_module.sh: cargo not found (it vendors the doctor's crates)" >&2; exit 1; }
+cargo vendor --quiet --locked --respect-source-config --manifest-path "$src/Cargo.toml" "$src/vendor" >/dev/null ||
+	{ echo "build_module.sh: cargo vendor failed (the crates of Cargo.lock are needed once, online or in cargo's cache)" >&2; exit 1; }
+mkdir -p "$src/.cargo"
+cat >"$src/.cargo/config.toml" <<'EOF'
+# Written by build_module.sh: the crates of Cargo.lock are in vendor/, and
+# cargo takes them from there (make doctor DOCTOR_CARGO_FLAGS=--frozen).
+[source.crates-io]
+replace-with = "vendored-sources"
+
+[source.vendored-sources]
+directory = "vendor"
+EOF
 
 tarball=$tmp/$name-$version.tar.gz
 (cd "$tmp" && tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \

@@ -1,14 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# capture-host.sh OUTDIR: copies what nvidia-peermem-doctor reads on this
+# capture-host.sh OUTDIR [DOCTOR]: copies what nvidia-peermem-doctor reads on this
 # host (sysfs, procfs, /lib/modules, /etc, /boot) into OUTDIR/root, and what
 # other tools say about it into OUTDIR/tools, so that a fixture
 # (tests/fixtures/) can keep what a real machine showed. Run it as root;
 # it changes nothing. `nvidia-peermem-doctor --root OUTDIR/root` then reads
 # the copy (the PCI tree, links included, is rebuilt as sysfs has it).
+# With DOCTOR (a dynamically linked nvidia-peermem-doctor), what libcuda
+# says about the GPUs goes to OUTDIR/root/cuda-probe.txt (--cuda-probe).
 set -u
-out=${1:?usage: capture-host.sh OUTDIR}
+out=${1:?usage: capture-host.sh OUTDIR [DOCTOR]}
+doctor=${2:-}
 r=$out/root
 t=$out/tools
 mkdir -p "$r" "$t"
@@ -40,7 +43,8 @@ copy /proc/sys/kernel/osrelease /proc/cmdline /proc/config.gz /proc/sys/kernel/m
 for f in /proc/driver/nvidia/gpus/*/*; do copy "$f"; done
 # Only the symbols the doctor keeps (the whole file is megabytes).
 mkdir -p "$r/proc"
-grep -E ' (_text|nvidia_p2p_[a-z_]*|ib_(un)?register_peer_memory_client)(	|$)' /proc/kallsyms >"$r/proc/kallsyms"
+grep -E ' (_text|nvidia_p2p_[a-z_]*|ib_(un)?register_peer_memory_client|ib_umem_dmabuf_get[a-z_]*|[a-z0-9_]*reg_user_mr_dmabuf)(	|$)' \
+	/proc/kallsyms >"$r/proc/kallsyms"
 wc -l </proc/kallsyms >"$t/kallsyms-lines"
 
 for m in /sys/module/*; do
@@ -49,7 +53,7 @@ for m in /sys/module/*; do
 	nvidia* | nv_peer_mem | ib_* | mlx* | rdma* | module) ;;
 	*) continue ;;
 	esac
-	copy "$m/version" "$m/initstate" "$m"/parameters/*
+	copy "$m/version" "$m/initstate" "$m/srcversion" "$m/refcnt" "$m"/parameters/*
 done
 ls /sys/module >"$t/sys-module"
 
@@ -81,6 +85,10 @@ ls -la "$mods/build" "$mods/build/" "$mods/build/rust" "$mods/build/scripts/targ
 for f in /etc/modprobe.d/* /run/modprobe.d/* /usr/lib/modprobe.d/* /lib/modprobe.d/* /etc/infiniband/* \
 	/etc/dkms/framework.conf /etc/dkms/framework.conf.d/* /etc/os-release; do copy "$f"; done
 ls -la /var/lib/dkms /var/lib/shim-signed/mok >"$t/mok-dirs" 2>&1
+
+# The GPUs' own answer (it allocates 2 MiB per GPU for the dma-buf export probe).
+if [ -n "$doctor" ]; then "$doctor" --cuda-probe >"$r/cuda-probe.txt" 2>"$t/cuda-probe.err"; fi
+for m in /sys/kernel/mm/memory_peers/*; do copy "$m"/*; done
 
 # What other tools say (for cross-checking; the doctor needs none of them).
 tool uname uname -a

@@ -84,8 +84,24 @@ mount -t tmpfs tmpfs "$ROOT/run"
 # A clean copy of the tree: what git has (tracked and new files).
 mkdir -p "$ROOT/build/src" "$ROOT/build/out"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+# The crates of Cargo.lock (the doctor's), which build_module.sh vendors into
+# the source package: the root is offline, so its cargo has them in its
+# registry cache, as a user's cargo that fetched them once has, and is told
+# to stay offline. They are fetched here into a cargo home of the suite's
+# (kept in the cache: later runs fetch nothing new). (A directory source
+# would not do: Debian's cargo 1.85 cannot vendor from one, "no matching
+# package".) Only build_module.sh has them: they are gone before the
+# packages build.
+step "the doctor's crates for build_module.sh in the offline root (cargo fetch)"
+if ! CARGO_HOME=$RUN/cargo-home cargo fetch --locked >"$LOGS/crates.log" 2>&1; then
+	bad crates "cargo fetch failed, see $LOGS/crates.log"
+	finish
+fi
+mkdir -p "$ROOT/root/.cargo"
+cp -a "$RUN/cargo-home/registry" "$ROOT/root/.cargo/"
+printf '[net]\noffline = true\n' >"$ROOT/root/.cargo/config.toml"
 # doctor-json.py FILE RC [PATH=VALUE...]: nvidia-peermem-doctor's --json in
-# FILE, run with exit status RC, is the report of this version: 21 checks,
+# FILE, run with exit status RC, is the report of this version: 28 checks,
 # exit_status = RC; PATH is a dotted path (facts.module.loaded) or
 # check:ID for a check's status; VALUE is JSON (strings bare).
 cat >"$ROOT/build/doctor-json.py" <<'EOF'
@@ -93,13 +109,13 @@ import json, sys
 path, rc, version = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with open(path) as f:
     doc = json.load(f)
-assert list(doc) == ["tool", "version", "root", "verdict", "exit_status", "checks", "facts", "stats", "topology"], list(doc)
+assert list(doc) == ["tool", "version", "root", "verdict", "exit_status", "checks", "facts", "cuda", "stats", "topology"], list(doc)
 assert doc["tool"] == "nvidia-peermem-doctor", doc["tool"]
 assert doc["version"] == version, "version %r, VERSION %r" % (doc["version"], version)
 assert doc["exit_status"] == rc, "exit_status %r, exit status %r" % (doc["exit_status"], rc)
 assert doc["verdict"] == "blocked" if rc else doc["verdict"] in ("ok", "degraded"), doc["verdict"]
 checks = {c["id"]: c for c in doc["checks"]}
-assert len(doc["checks"]) == 21 and doc["checks"][0]["id"] == "kernel.modules", list(checks)
+assert len(doc["checks"]) == 28 and doc["checks"][0]["id"] == "kernel.modules", list(checks)
 for want in sys.argv[4:]:
     key, value = want.split("=", 1)
     if key.startswith("check:"):
@@ -177,11 +193,24 @@ insh orig-contents "tar -tzf $ORIG >/tmp/orig.lst
 		grep -qx nvidia-peer-memory-$V/\$f /tmp/orig.lst || { echo missing \$f; exit 1; }; done
 	! grep -Ev '^nvidia-peer-memory-$V/' /tmp/orig.lst
 	! grep '^nvidia-peer-memory-$V/tests/.' /tmp/orig.lst | grep -v '^nvidia-peer-memory-$V/tests/tool/'
-	! grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/' /tmp/orig.lst"
+	! grep -v '^nvidia-peer-memory-$V/vendor/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/'"
+# The crates of Cargo.lock, each vendored with its checksums, and nothing
+# else (loom's stay out of the workspace), with the config that points cargo there.
+insh orig-vendored "tar -xzf $ORIG -C /tmp nvidia-peer-memory-$V/Cargo.lock nvidia-peer-memory-$V/.cargo/config.toml
+	grep -qx 'directory = \"vendor\"' /tmp/nvidia-peer-memory-$V/.cargo/config.toml
+	awk '/^name = / {n = \$3} /^source = / {gsub(/\"/, \"\", n); print n}' /tmp/nvidia-peer-memory-$V/Cargo.lock | sort >/tmp/lock-crates
+	sed -n 's|^nvidia-peer-memory-$V/vendor/\\([^/]*\\)/\\.cargo-checksum\\.json\$|\\1|p' /tmp/orig.lst | sort >/tmp/vendored
+	diff /tmp/lock-crates /tmp/vendored && grep -qx flate2 /tmp/vendored && grep -qx serde_json /tmp/vendored && grep -qx lexopt /tmp/vendored && ! grep -qx loom /tmp/vendored"
 insh build_module-deb-reproducible "cp $ORIG /tmp/first.tar.gz && sleep 1 && cd src && ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.tar.gz ../$ORIG"
 insh build_module-rpm "cd src && ./build_module.sh --flavor rpm --out /build/out >/dev/null && rpm -qpl ../$SRPM | grep -qx nvidia-peer-memory-$V.tar.gz && rpm -qpl ../$SRPM | grep -qx nvidia_peer_memory.spec"
 insh build_module-rpm-reproducible "cp $SRPM /tmp/first.src.rpm && sleep 1 && cd src && FORCE_FLAVOR=rpm ./build_module.sh --out /build/out >/dev/null && cmp /tmp/first.src.rpm ../$SRPM"
 insh build_module-bad-version "cp -r src /tmp/badv && echo 1.x >/tmp/badv/VERSION && ! /tmp/badv/build_module.sh --out /tmp/badv-out"
+# Without the crates (offline, none given): a clear error, no package.
+insh build_module-no-crates "cp -r src /tmp/nocr && rm -rf /tmp/nocr-out && rc=0
+	env HOME=/tmp/nocr-home CARGO_NET_OFFLINE=true /tmp/nocr/build_module.sh --out /tmp/nocr-out 2>/tmp/nocr.err || rc=\$?
+	test \$rc = 1 && grep -q 'build_module.sh: cargo vendor failed' /tmp/nocr.err && ! ls /tmp/nocr-out/*.tar.gz 2>/dev/null"
+# From here the packages have what the source package carries, no more.
+rm -rf "$ROOT/root/.cargo"
 
 # --- Debian packages --------------------------------------------------------------------
 step "Debian packages from the orig tarball (dpkg-buildpackage)"
@@ -191,6 +220,10 @@ DEB_DBG=nvidia-peer-memory-dbgsym_${V}-1_${DEB_ARCH}.deb
 DEB_DKMS=nvidia-peer-memory-dkms_${V}-1_all.deb
 if inlog dpkg-buildpackage "rm -rf deb && mkdir deb && cd deb && cp ../$ORIG . && tar -xzf *.orig.tar.gz && cp -r ../src/debian nvidia-peer-memory-$V/ &&
 	cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc"; then ok dpkg-buildpackage; else bad dpkg-buildpackage "see $LOGS/dpkg-buildpackage.log"; fi
+# The doctor was built offline (--frozen, an empty CARGO_HOME, no network
+# in the root) from the tarball's vendored crates.
+check deb-doctor-vendored sh -c "grep -q 'cargo build --release --frozen -p nvidia-peermem-doctor' '$LOGS/dpkg-buildpackage.log' &&
+	grep -Eq '^ +Compiling flate2 v' '$LOGS/dpkg-buildpackage.log'"
 insh deb-files "cd deb && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB_DBG $DEB_DKMS $DEB_MAIN ' && ls *.dsc *.debian.tar.xz
 	dpkg -c $DEB_DBG | grep -q './usr/lib/debug/.build-id/.*\\.debug\$'"
 insh deb-dkms-contents "dpkg -c deb/$DEB_DKMS >/tmp/c; for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs src/ffi/nv-p2p.h scripts/abi-symvers.sh scripts/rust-headers.sh; do
@@ -222,6 +255,8 @@ if inlog lintian "cd deb && lintian -I --pedantic --fail-on error,warning,info,p
 step "RPMs from the source rpm (rpmbuild --rebuild --without kmod)"
 if inlog rpmbuild-rebuild "rpmbuild --rebuild --nodeps --without kmod --define '_topdir /build/rpmtop' --define 'dist %{nil}' $SRPM"; then
 	ok rpmbuild-rebuild; else bad rpmbuild-rebuild "see $LOGS/rpmbuild-rebuild.log"; fi
+check rpm-doctor-vendored sh -c "grep -q 'cargo build --release --frozen -p nvidia-peermem-doctor' '$LOGS/rpmbuild-rebuild.log' &&
+	grep -Eq '^ +Compiling flate2 v' '$LOGS/rpmbuild-rebuild.log'"
 RPM_DKMS=rpmtop/RPMS/noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm
 insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm >/tmp/m; rpm -qpl $RPM_DKMS >/tmp/d
 	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf \
@@ -354,7 +389,7 @@ insh doctor-json "rc=0; nvidia-peermem-doctor --json >/tmp/doctor.json || rc=\$?
 insh doctor-table "rc=0; nvidia-peermem-doctor >/tmp/doctor.txt || rc=\$?; test \$rc = 1
 	head -n1 /tmp/doctor.txt | grep -qx 'nvidia-peermem-doctor $V: GPUDirect RDMA checks (root /)'
 	grep -Eq '^FAIL +module.loaded +nvidia_peermem is not loaded ' /tmp/doctor.txt && grep -Eq '^Result: blocked \([0-9]+ blocking, [0-9]+ warnings?\), exit status 1\$' /tmp/doctor.txt"
-insh doctor-usage-error "rc=0; nvidia-peermem-doctor --bogus 2>/tmp/err || rc=\$?; test \$rc = 2 && grep -q 'unknown argument' /tmp/err"
+insh doctor-usage-error "rc=0; nvidia-peermem-doctor --bogus 2>/tmp/err || rc=\$?; test \$rc = 2 && grep -qx \"nvidia-peermem-doctor: invalid option '--bogus'\" /tmp/err"
 insh doctor-manpage "zcat /usr/share/man/man1/nvidia-peermem-doctor.1.gz | grep -q '^.SH EXIT STATUS'"
 check postinst-start-failure-tolerated grep -q 'nv_peer_mem did not start now' "$LOGS/dpkg-install.log"
 insh rc-links "ls /etc/rc2.d/S*nv_peer_mem && ls /etc/rc0.d/K*nv_peer_mem && test -L /etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"

@@ -66,6 +66,11 @@ pub const PEER_REGISTER: &str = "ib_register_peer_memory_client";
 pub const PEER_UNREGISTER: &str = "ib_unregister_peer_memory_client";
 /// Prefix of NVIDIA's P2P API.
 pub const NV_P2P_PREFIX: &str = "nvidia_p2p_";
+/// The RDMA core's dma-buf memory registration (`ib_umem_dmabuf_get`,
+/// `..._pinned`; upstream since 5.12, `drivers/infiniband/core/umem_dmabuf.c`).
+pub const DMABUF_UMEM_PREFIX: &str = "ib_umem_dmabuf_get";
+/// A NIC driver's dma-buf MR verb (`mlx5_ib_reg_user_mr_dmabuf`, `efa_reg_user_mr_dmabuf`...).
+pub const DMABUF_MR_SUFFIX: &str = "reg_user_mr_dmabuf";
 
 impl Kallsyms {
     /// Reads `/proc/kallsyms`, keeping only peer-memory and NVIDIA P2P symbols.
@@ -86,7 +91,9 @@ impl Kallsyms {
             };
             if !(name.starts_with(NV_P2P_PREFIX)
                 || name == PEER_REGISTER
-                || name == PEER_UNREGISTER)
+                || name == PEER_UNREGISTER
+                || name.starts_with(DMABUF_UMEM_PREFIX)
+                || name.ends_with(DMABUF_MR_SUFFIX))
             {
                 continue;
             }
@@ -106,6 +113,17 @@ impl Kallsyms {
     /// `Some(owner)` when `name` is listed; the owner is `None` for the kernel image.
     pub fn owner(&self, name: &str) -> Option<Option<&str>> {
         self.syms.get(name).map(|m| m.as_deref())
+    }
+
+    /// Listed symbols ending with `suffix`.
+    pub fn with_suffix<'a>(
+        &'a self,
+        suffix: &'a str,
+    ) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
+        self.syms
+            .iter()
+            .filter(move |(n, _)| n.ends_with(suffix))
+            .map(|(n, m)| (n.as_str(), m.as_deref()))
     }
 
     /// Listed symbols starting with `prefix`.

@@ -9,25 +9,29 @@
 //! fixture trees in tests. Layers, from the bottom: [`root`] (file access)
 //! and [`inflate`] (gzip), [`pci`] and [`bars`], [`kmod`], [`kconfig`],
 //! [`signing`], [`toolchain`] and [`topology`] (facts), [`checks`]
-//! (verdicts), [`report`], [`output`] and [`json`] (rendering).
+//! (verdicts), [`report`], [`output`] and [`prometheus`] (rendering).
 
-#![forbid(unsafe_code)]
+// Only `cuda` calls C (libcuda through dlopen), with SAFETY comments.
+#![deny(unsafe_code)]
 
 pub mod bars;
 pub mod checks;
+pub mod cuda;
+pub mod elf;
 pub mod inflate;
-pub mod json;
 pub mod kconfig;
 pub mod klog;
 pub mod kmod;
+pub mod nccl;
 pub mod output;
 pub mod pci;
+pub mod prometheus;
 pub mod report;
 pub mod root;
 pub mod signing;
 pub mod toolchain;
 pub mod topology;
 
-pub use checks::run;
+pub use checks::{cuda_record, run, run_with};
 pub use report::{Check, Facts, KernelFacts, ModuleFacts, Report, Status};
 pub use root::Root;

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! The two renderings of a [`Report`]: a table for people and JSON.
+//! JSON is serde_json's, its objects in the order built here
+//! (`preserve_order`), pretty-printed with two-space indents.
 
 use std::fmt::Write;
 
-use crate::json::{obj, Value};
+use serde_json::{json, Map, Value};
+
+use crate::cuda::CudaAnswer;
+use crate::nccl::GdrMode;
 use crate::report::{Facts, Report, Status};
 use crate::topology::Topology;
 
@@ -117,167 +122,219 @@ pub fn matrix(topo: &Topology) -> String {
 /// A value as it was read: a JSON number when it is an unsigned integer, else a string.
 fn number_or_string(text: &str) -> Value {
     text.parse::<u64>()
-        .map_or_else(|_| Value::from(text), Value::Int)
+        .map_or_else(|_| Value::from(text), Value::from)
 }
 
-/// A list of strings.
-fn strings(items: &[String]) -> Value {
-    Value::Arr(items.iter().map(|s| s.clone().into()).collect())
+/// An object of `name value` lines as read, in their order.
+fn object(pairs: impl Iterator<Item = (String, Value)>) -> Value {
+    Value::Object(pairs.collect::<Map<String, Value>>())
+}
+
+/// A value as pretty JSON text, ending with a newline.
+pub fn pretty(value: &Value) -> String {
+    // A Value has only string keys: serializing it cannot fail.
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// The `facts` object: the live state behind the checks.
 pub fn facts(f: &Facts) -> Value {
     let m = &f.module;
-    let parameters = Value::Obj(
+    let parameters = object(
         m.parameters
             .iter()
-            .map(|(name, value)| (name.clone(), number_or_string(value)))
-            .collect(),
+            .map(|(name, value)| (name.clone(), number_or_string(value))),
     );
     let k = &f.kernel;
-    obj([
-        ("kernel_release", f.kernel_release.clone().into()),
-        (
-            "kernel",
-            obj([
-                ("config", k.config.clone().into()),
-                ("rust", k.rust.into()),
-                ("modversions", k.modversions.into()),
-                ("modules_disabled", k.modules_disabled.into()),
-                ("signatures_enforced", k.signatures_enforced.into()),
-                ("lockdown", k.lockdown.clone().into()),
-            ]),
-        ),
-        (
-            "module",
-            obj([
-                ("name", crate::checks::MODULE.into()),
-                ("loaded", m.loaded.into()),
-                ("version", m.version.clone().into()),
-                ("initstate", m.initstate.clone().into()),
-                ("nvidia_bundled", m.nvidia_bundled.into()),
-                ("parameters", parameters),
-                ("installed", strings(&m.installed)),
-            ]),
-        ),
-        (
-            "nvidia_driver",
-            obj([
-                ("loaded", f.nvidia_driver.is_some().into()),
-                ("version", f.nvidia_driver.clone().flatten().into()),
-            ]),
-        ),
-        ("kallsyms_readable", f.kallsyms_readable.into()),
-        ("p2p_exporters", strings(&f.p2p_exporters)),
-        (
-            "peer_memory_provider",
-            f.peer_memory_provider.clone().into(),
-        ),
-        (
-            "conflicts",
-            obj([
-                ("loaded", strings(&f.conflicts_loaded)),
-                ("installed", strings(&f.conflicts_installed)),
-            ]),
-        ),
-    ])
+    json!({
+        "kernel_release": f.kernel_release,
+        "kernel": {
+            "config": k.config,
+            "rust": k.rust,
+            "modversions": k.modversions,
+            "modules_disabled": k.modules_disabled,
+            "signatures_enforced": k.signatures_enforced,
+            "lockdown": k.lockdown,
+        },
+        "module": {
+            "name": crate::checks::MODULE,
+            "loaded": m.loaded,
+            "version": m.version,
+            "initstate": m.initstate,
+            "nvidia_bundled": m.nvidia_bundled,
+            "parameters": parameters,
+            "installed": m.installed,
+        },
+        "nvidia_driver": {
+            "loaded": f.nvidia_driver.is_some(),
+            "version": f.nvidia_driver.clone().flatten(),
+        },
+        "kallsyms_readable": f.kallsyms_readable,
+        "p2p_exporters": f.p2p_exporters,
+        "peer_memory_provider": f.peer_memory_provider,
+        "conflicts": {
+            "loaded": f.conflicts_loaded,
+            "installed": f.conflicts_installed,
+        },
+    })
+}
+
+/// libcuda's answer: `{library, init, driver_api, gpus}`.
+pub fn cuda(answer: &CudaAnswer) -> Value {
+    let int = |v: Option<i32>| v.and_then(|v| u64::try_from(v).ok());
+    let (library, init, api, gpus) = match answer {
+        CudaAnswer::NotAsked => ("not-asked", None, None, Vec::new()),
+        CudaAnswer::NoLibrary => ("none", None, None, Vec::new()),
+        CudaAnswer::StaticBuild => ("static", None, None, Vec::new()),
+        CudaAnswer::InitFailed(rc) => ("libcuda.so.1", Some(rc.to_string()), None, Vec::new()),
+        CudaAnswer::Gpus { driver_api, gpus } => {
+            ("libcuda.so.1", None, Some(*driver_api), gpus.clone())
+        }
+    };
+    let gpus: Vec<Value> = gpus
+        .iter()
+        .map(|g| {
+            json!({
+                "pci": g.pci,
+                "name": g.name,
+                "gpu_direct_rdma_supported": int(g.gdr),
+                "dma_buf_supported": int(g.dmabuf),
+                "dma_buf_export": g.export,
+            })
+        })
+        .collect();
+    json!({
+        "library": library,
+        "init_error": init,
+        "driver_api": int(api),
+        "gpus": gpus,
+    })
 }
 
 /// The report as JSON: tool, verdict, checks, facts, statistics and topology.
 pub fn json(report: &Report) -> String {
-    let checks = report
+    let checks: Vec<Value> = report
         .checks
         .iter()
         .map(|c| {
-            obj([
-                ("id", c.id.into()),
-                ("status", c.status.as_str().into()),
-                ("summary", c.summary.clone().into()),
-                ("detail", c.detail.join("\n").into()),
-                ("fix", c.fix.clone().into()),
-            ])
+            json!({
+                "id": c.id,
+                "status": c.status.as_str(),
+                "summary": c.summary,
+                "detail": c.detail.join("\n"),
+                "fix": c.fix,
+            })
         })
         .collect();
     let stats = report.stats.as_ref().map_or(Value::Null, |stats| {
-        Value::Obj(
+        object(
             stats
                 .iter()
-                .map(|s| (s.name.clone(), number_or_string(&s.value)))
-                .collect(),
+                .map(|s| (s.name.clone(), number_or_string(&s.value))),
         )
     });
     let topo = &report.topology;
-    let node = |n: Option<u32>| n.map_or(Value::Null, |n| Value::Int(u64::from(n)));
-    let gpus = topo
+    let gpus: Vec<Value> = topo
         .gpus
         .iter()
         .map(|g| {
-            obj([
-                ("pci", g.pci.bdf.clone().into()),
-                ("numa_node", node(g.pci.numa_node)),
-                ("bar1_bytes", g.bar1.size().into()),
-                (
-                    "bar1_index",
-                    g.bar1.index().and_then(|i| u64::try_from(i).ok()).into(),
-                ),
-            ])
+            json!({
+                "pci": g.pci.bdf,
+                "numa_node": g.pci.numa_node,
+                "bar1_bytes": g.bar1.size(),
+                "bar1_index": g.bar1.index().and_then(|i| u64::try_from(i).ok()),
+            })
         })
         .collect();
-    let nics = topo
+    let nics: Vec<Value> = topo
         .nics
         .iter()
         .map(|n| {
-            obj([
-                ("name", n.name.clone().into()),
-                ("pci", n.pci.as_ref().map(|p| p.bdf.clone()).into()),
-                ("numa_node", node(n.pci.as_ref().and_then(|p| p.numa_node))),
-            ])
+            json!({
+                "name": n.name,
+                "pci": n.pci.as_ref().map(|p| &p.bdf),
+                "numa_node": n.pci.as_ref().and_then(|p| p.numa_node),
+            })
         })
         .collect();
-    let pairs = topo
+    let pairs: Vec<Value> = topo
         .pairs
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let nic = &topo.nics[p.nic];
-            obj([
-                ("gpu", topo.gpus[p.gpu].pci.bdf.clone().into()),
-                ("nic", nic.name.clone().into()),
-                ("nic_pci", nic.pci.as_ref().map(|d| d.bdf.clone()).into()),
-                ("link", p.link.as_str().into()),
-                (
-                    "bridges",
-                    Value::Arr(p.bridges.iter().map(|b| b.clone().into()).collect()),
-                ),
-            ])
+            let nccl = report.nccl.get(i);
+            json!({
+                "gpu": topo.gpus[p.gpu].pci.bdf,
+                "nic": nic.name,
+                "nic_pci": nic.pci.as_ref().map(|d| &d.bdf),
+                "link": p.link.as_str(),
+                "bridges": p.bridges,
+                "nccl_path": nccl.map(|(path, _)| path.as_str()),
+                "nccl_gdr": nccl.map(|(_, mode)| match mode {
+                    GdrMode::Disabled => "disabled",
+                    GdrMode::Default => "enabled",
+                    GdrMode::Pci => "enabled-pcie-mapping",
+                }),
+            })
         })
         .collect();
-    obj([
-        ("tool", "nvidia-peermem-doctor".into()),
-        ("version", VERSION.into()),
-        ("root", report.root.clone().into()),
-        ("verdict", report.verdict().into()),
-        (
-            "exit_status",
-            u64::from(report.exit_code().unsigned_abs()).into(),
-        ),
-        ("checks", Value::Arr(checks)),
-        ("facts", facts(&report.facts)),
-        ("stats", stats),
-        (
-            "topology",
-            obj([
-                ("gpus", Value::Arr(gpus)),
-                ("nics", Value::Arr(nics)),
-                ("pairs", Value::Arr(pairs)),
-            ]),
-        ),
-    ])
-    .pretty()
+    pretty(&json!({
+        "tool": "nvidia-peermem-doctor",
+        "version": VERSION,
+        "root": report.root,
+        "verdict": report.verdict(),
+        "exit_status": report.exit_code().unsigned_abs(),
+        "checks": checks,
+        "facts": facts(&report.facts),
+        "cuda": cuda(&report.cuda),
+        "stats": stats,
+        "topology": {
+            "gpus": gpus,
+            "nics": nics,
+            "pairs": pairs,
+        },
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The layout that `tests/guest/scenarios/60-doctor.sh` flattens line by
+    /// line (one member or item per line, `{}` and `[]` for empty ones, two
+    /// spaces per level) and JSON's escapes in strings.
+    #[test]
+    fn escapes_and_layout() {
+        let v = json!({
+            "s": "a\"b\\c\nd\u{1}\u{7f}é\t",
+            "n": 7u64,
+            "none": null,
+            "empty": [],
+            "list": [true, {}],
+        });
+        assert_eq!(
+            pretty(&v),
+            "{\n  \"s\": \"a\\\"b\\\\c\\nd\\u0001\u{7f}é\\t\",\n  \"n\": 7,\n  \"none\": null,\n  \
+             \"empty\": [],\n  \"list\": [\n    true,\n    {}\n  ]\n}\n"
+        );
+    }
+
+    /// Objects read from files keep the order of the file.
+    #[test]
+    fn objects_keep_their_order() {
+        let v = object(
+            ["zeta 1", "alpha two", "mid 3"]
+                .iter()
+                .filter_map(|line| line.split_once(' '))
+                .map(|(k, v)| (k.to_string(), number_or_string(v))),
+        );
+        assert_eq!(
+            pretty(&v),
+            "{\n  \"zeta\": 1,\n  \"alpha\": \"two\",\n  \"mid\": 3\n}\n"
+        );
+    }
 
     /// One source of truth: what `--version` and the JSON print is VERSION.
     #[test]
@@ -302,7 +359,7 @@ mod tests {
             p2p_exporters: vec!["nvidia".into()],
             ..Default::default()
         };
-        let text = facts(&f).pretty();
+        let text = pretty(&facts(&f));
         for line in [
             "\"loaded\": true,\n    \"version\": \"1.0.0\"",
             "\"persistent_api_support\": 1,",

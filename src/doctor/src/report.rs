@@ -3,6 +3,8 @@
 //! The result of a run: one [`Check`] per line, the topology and the
 //! module's statistics.
 
+use crate::cuda::CudaAnswer;
+use crate::nccl::{GdrMode, NcclPath};
 use crate::topology::Topology;
 
 /// How a check came out.
@@ -173,6 +175,10 @@ pub struct Report {
     pub topology: Topology,
     /// The module's counters, when readable.
     pub stats: Option<Vec<Stat>>,
+    /// NCCL's path and GDR mode of each pair of `topology.pairs`.
+    pub nccl: Vec<(NcclPath, GdrMode)>,
+    /// What libcuda said.
+    pub cuda: CudaAnswer,
 }
 
 impl Report {

@@ -361,7 +361,9 @@ mod tests {
         assert_eq!(sig("/signed.ko.gz"), ModSig::Signed(16));
         assert_eq!(
             sig("/cut.ko.gz"),
-            ModSig::Unknown("cannot decompress it: truncated deflate data".to_string())
+            ModSig::Unknown(
+                "cannot decompress it: truncated: incomplete deflate stream".to_string()
+            )
         );
         assert_eq!(
             sig("/m.ko.xz"),

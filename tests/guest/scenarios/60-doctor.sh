@@ -92,7 +92,7 @@ expect_eq $t/driver-not-loaded false "$(jv facts.nvidia_driver.loaded)"
 expect_eq $t/p2p-none "[]" "$(jv facts.p2p_exporters)"
 expect_eq $t/provider-none null "$(jv facts.peer_memory_provider)"
 expect_eq $t/stats-null null "$(jv stats)"
-expect_match $t/statuses "^$KERNEL_STATUSES module.loaded=FAIL module.params=INFO module.stats=INFO conflict.nv_peer_mem=OK conflict.bundled=OK conflict.modprobe=OK nvidia.driver=FAIL nvidia.p2p=FAIL rdma.peer_symbols=FAIL " "$(statuses)"
+expect_match $t/statuses "^$KERNEL_STATUSES module.loaded=FAIL module.params=INFO module.stats=INFO module.build=(OK|INFO) conflict.nv_peer_mem=OK conflict.bundled=OK conflict.modprobe=OK nvidia.driver=FAIL nvidia.p2p=FAIL rdma.peer_symbols=FAIL " "$(statuses)"
 expect_match $t/inbox-rdma "is absent: the loaded RDMA stack is the inbox one, without PeerDirect" "$(jc rdma.peer_symbols summary)"
 expect_eq $t/gdr FAIL "$(jc gdr.detection status)"
 
@@ -106,7 +106,7 @@ for layout in default persistent0; do
 	# The guest has no GPU and no RDMA device: those two WARN, nothing else.
 	expect_eq $t/exit 0 "$drc"
 	expect_eq $t/verdict degraded "$(jv verdict)"
-	expect_eq $t/statuses "$KERNEL_STATUSES module.loaded=OK module.params=OK module.stats=OK conflict.nv_peer_mem=OK conflict.bundled=OK conflict.modprobe=OK nvidia.driver=OK nvidia.p2p=OK rdma.peer_symbols=OK rdma.devices=WARN gpu.devices=WARN gpu.bar1=INFO pci.topology=INFO pci.acs=INFO iommu.mode=OK gdr.detection=OK" "$(statuses)"
+	expect_eq $t/statuses "$KERNEL_STATUSES module.loaded=OK module.params=OK module.stats=OK module.build=OK conflict.nv_peer_mem=OK conflict.bundled=OK conflict.modprobe=OK nvidia.driver=OK nvidia.p2p=OK rdma.peer_symbols=OK rdma.devices=WARN gpu.devices=WARN gpu.bar1=INFO pci.topology=INFO pci.acs=INFO iommu.mode=OK gdr.detection=OK nvidia.settings=INFO dmabuf.kernel=INFO dmabuf.gpu=INFO nccl.paths=INFO cluster.view=OK gdr.path=INFO" "$(statuses)"
 	expect_eq $t/module-loaded true "$(jv facts.module.loaded)"
 	expect_eq $t/module-version "$V" "$(jv facts.module.version)"
 	expect_eq $t/module-version-sysfs "$(cat /sys/module/nvidia_peermem/version)" "$(jv facts.module.version)"

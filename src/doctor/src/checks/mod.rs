@@ -13,6 +13,7 @@
 //! | `module.loaded`       | `/sys/module/nvidia_peermem`, installed `.ko` files  |
 //! | `module.params`       | its two parameters                                   |
 //! | `module.stats`        | `/sys/kernel/debug/nvidia_peermem/stats`             |
+//! | `module.build`        | stale builds: srcversion, CRCs, driver on disk       |
 //! | `conflict.nv_peer_mem`| Mellanox's `nv_peer_mem`, loaded or installed        |
 //! | `conflict.bundled`    | NVIDIA's own peermem `.ko` under `/lib/modules`      |
 //! | `conflict.modprobe`   | modprobe.d rules for `nvidia-peermem`                |
@@ -26,7 +27,15 @@
 //! | `pci.acs`             | ACS on the bridges between GPUs and NICs             |
 //! | `iommu.mode`          | passthrough or translated                            |
 //! | `gdr.detection`       | the files NCCL and UCX test for GPUDirect RDMA       |
+//! | `nvidia.settings`     | `/proc/driver/nvidia/params`, chipset topology rule  |
+//! | `dmabuf.kernel`       | kernel, RDMA core and driver flavour for dma-buf     |
+//! | `dmabuf.gpu`          | the GPUs' own answer through libcuda                 |
+//! | `nccl.paths`          | NCCL's path per GPU–NIC pair, GDR at its default     |
+//! | `cluster.view`        | what the GPU Operator, NCCL and UCX test             |
+//! | `gdr.path`            | dma-buf or peer memory, and whether this is needed   |
 
+pub(crate) mod advisor;
+mod build;
 mod conflicts;
 mod facts;
 mod kernel;
@@ -34,6 +43,7 @@ mod module;
 mod platform;
 mod stack;
 
+use crate::cuda::CudaAnswer;
 use crate::kconfig::{self, ConfigRead, KConfig};
 use crate::kmod::{self, Kallsyms, Loaded, ModFile};
 use crate::report::{Check, Report};
@@ -69,6 +79,8 @@ pub(crate) struct Ctx<'a> {
     pub enforcement: Enforcement,
     /// Where `rustc` and `bindgen` are looked for.
     pub path: Vec<String>,
+    /// What libcuda said about the GPUs.
+    pub cuda: CudaAnswer,
 }
 
 impl Ctx<'_> {
@@ -91,8 +103,32 @@ impl Ctx<'_> {
     }
 }
 
-/// Runs every check against the files below `root`.
+/// Runs every check against the files below `root`: on `/`, libcuda is
+/// asked (when present); below another root, its `cuda-probe.txt` record is read.
 pub fn run(root: &Root) -> Report {
+    let cuda = if root.base() == std::path::Path::new("/") {
+        crate::cuda::probe(false)
+    } else {
+        cuda_record(root).unwrap_or(CudaAnswer::NotAsked)
+    };
+    run_with(root, cuda)
+}
+
+/// The `cuda-probe.txt` record of a captured tree; `NotAsked` without one.
+pub fn cuda_record(root: &Root) -> Result<CudaAnswer, String> {
+    match std::fs::read_to_string(
+        root.base()
+            .join(crate::cuda::RECORD_FILE.trim_start_matches('/')),
+    ) {
+        Ok(text) => {
+            CudaAnswer::parse(&text).map_err(|e| format!("{}: {e}", crate::cuda::RECORD_FILE))
+        }
+        Err(_) => Ok(CudaAnswer::NotAsked),
+    }
+}
+
+/// Runs every check with libcuda's answer given.
+pub fn run_with(root: &Root, cuda: CudaAnswer) -> Report {
     let release = kmod::kernel_release(root);
     let files = release
         .as_deref()
@@ -111,6 +147,7 @@ pub fn run(root: &Root) -> Report {
         enforcement: signing::enforcement(root, config.config.as_ref(), &cmdline),
         config,
         path: toolchain::search_path(std::env::var("PATH").ok().as_deref()),
+        cuda,
     };
     let (stats_check, stats) = module::stats(&ctx);
     let checks: Vec<Check> = vec![
@@ -122,6 +159,7 @@ pub fn run(root: &Root) -> Report {
         module::loaded(&ctx),
         module::params(&ctx),
         stats_check,
+        build::module_build(&ctx),
         conflicts::nv_peer_mem(&ctx),
         conflicts::bundled(&ctx),
         conflicts::modprobe(&ctx),
@@ -135,13 +173,22 @@ pub fn run(root: &Root) -> Report {
         platform::acs(&ctx),
         platform::iommu(&ctx),
         platform::gdr_detection(&ctx),
+        advisor::driver_settings(&ctx),
+        advisor::dmabuf_kernel(&ctx),
+        advisor::dmabuf_gpu(&ctx),
+        advisor::nccl_paths(&ctx),
+        advisor::cluster_view(&ctx),
+        advisor::gdr_path(&ctx),
     ];
+    let nccl = advisor::nccl_pairs(&ctx);
     Report {
         root: root.base().display().to_string(),
         checks,
         facts: facts::gather(&ctx),
         topology: ctx.topo,
         stats,
+        nccl,
+        cuda: ctx.cuda,
     }
 }
 

@@ -104,7 +104,11 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
         format!("kernel log: {MODULE}: disagrees about version of symbol {sym}"),
         installed.to_string(),
     ];
-    if let Some(files) = ctx.release.as_deref().and_then(|r| dkms_crc_sources(ctx, r)) {
+    if let Some(files) = ctx
+        .release
+        .as_deref()
+        .and_then(|r| dkms_crc_sources(ctx, r))
+    {
         detail.push(format!("its DKMS build took the CRCs from {files}"));
     }
     Some(

@@ -6,7 +6,7 @@
 use std::fs;
 use std::os::unix::fs::symlink;
 
-use crate::support::{doctor, json};
+use crate::support::doctor;
 
 /// Runs the binary and returns stdout, stderr and the exit status.
 fn run(args: &[&str]) -> (String, String, i32) {
@@ -34,7 +34,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 fn help_and_version() {
     let (out, _, code) = run(&["--help"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("usage: nvidia-peermem-doctor [--root DIR] [--json]"));
+    assert!(out.starts_with("usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus]"));
     let (out, _, code) = run(&["-V"]);
     assert_eq!(
         (out.as_str(), code),
@@ -57,6 +57,9 @@ fn usage_errors_exit_2() {
         vec!["--json", "extra"],
         vec!["--root", "/nonexistent/peermem-doctor"],
         vec!["--root", file.as_str()],
+        vec!["--json", "--prometheus"],
+        vec!["--cuda-probe", "--json"],
+        vec!["--cuda-probe", "--root", "/tmp"],
     ] {
         let (out, err, code) = run(&args);
         assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
@@ -85,9 +88,9 @@ fn empty_root_is_findings_not_a_panic() {
     }
     let (text, code) = doctor(&["--json", "--root", &root]);
     assert_eq!(code, 1);
-    let doc = json::parse(&text).expect("JSON");
-    assert_eq!(doc.get("verdict").and_then(|v| v.str()), Some("blocked"));
-    assert_eq!(doc.get("stats"), Some(&json::Json::Null));
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(doc["verdict"], "blocked");
+    assert_eq!(doc.get("stats"), Some(&serde_json::Value::Null));
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -152,7 +155,7 @@ fn broken_tree_does_not_panic() {
         assert!(code == 0 || code == 1, "{args:?}: exit {code}\n{err}");
         assert!(err.is_empty(), "stderr: {err}");
         if args.contains(&"--json") {
-            json::parse(&out).expect("JSON of a broken tree");
+            serde_json::from_str::<serde_json::Value>(&out).expect("JSON of a broken tree");
         } else {
             // Empty version files: loaded, with no version to show.
             for line in [
@@ -164,6 +167,98 @@ fn broken_tree_does_not_panic() {
         }
     }
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// Each usage error says what is wrong on its first line, then the usage.
+#[test]
+fn usage_error_messages() {
+    for (args, message) in [
+        (&["--bogus"][..], "invalid option '--bogus'"),
+        (&["-x"], "invalid option '-x'"),
+        (&["-vx"], "invalid option '-x'"),
+        (&["--json", "extra"], "unexpected argument \"extra\""),
+        (&["--root"], "missing argument for option '--root'"),
+        (&["--root="], "--root needs a directory"),
+        (&["--root", ""], "--root needs a directory"),
+        (&["--root", "/a", "--root", "/b"], "--root given twice"),
+        (
+            &["--json", "--prometheus"],
+            "--json and --prometheus exclude each other",
+        ),
+        (
+            &["--prometheus", "--json"],
+            "--json and --prometheus exclude each other",
+        ),
+        (
+            &["--cuda-probe", "--verbose"],
+            "--cuda-probe takes no other option",
+        ),
+        (
+            &["--verbose=yes"],
+            "unexpected argument for option '--verbose': \"yes\"",
+        ),
+    ] {
+        let (out, err, code) = run(args);
+        assert_eq!((out.as_str(), code), ("", 2), "{args:?}");
+        let mut lines = err.lines();
+        assert_eq!(
+            lines.next(),
+            Some(format!("nvidia-peermem-doctor: {message}").as_str()),
+            "{args:?}"
+        );
+        assert_eq!(
+            lines.next(),
+            Some("usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus] [--verbose]"),
+            "{args:?}"
+        );
+    }
+}
+
+/// Options as lexopt takes them: `--root=DIR`, short flags together, any order.
+#[test]
+fn option_forms() {
+    let dir = scratch("forms");
+    let root = dir.to_string_lossy().into_owned();
+    let (table, code) = doctor(&["--root", &root]);
+    assert_eq!(code, 1);
+    assert_eq!(doctor(&[&format!("--root={root}")]), (table, 1));
+    let (verbose, _) = doctor(&["--verbose", "--root", &root]);
+    assert_eq!(doctor(&["--root", &root, "-v"]), (verbose, 1));
+    let (out, _, code) = run(&["-vV"]);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            concat!("nvidia-peermem-doctor ", env!("CARGO_PKG_VERSION"), "\n"),
+            0
+        )
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A root whose name is not UTF-8 is a root like any other (the
+/// hand-written parser read arguments as strings and panicked).
+#[test]
+fn root_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = scratch("not-utf8").join(std::ffi::OsStr::from_bytes(b"root-\xff"));
+    fs::create_dir_all(&dir).expect("mkdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nvidia-peermem-doctor"))
+        .arg("--root")
+        .arg(&dir)
+        .output()
+        .expect("run the doctor");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("nvidia-peermem-doctor ") && text.contains("root-\u{fffd})\n"),
+        "{text}"
+    );
+    let _ = fs::remove_dir_all(dir.parent().expect("scratch"));
 }
 
 /// A reader that went away (`nvidia-peermem-doctor | head -1`): no panic,
@@ -184,5 +279,88 @@ fn closed_stdout_is_not_a_panic() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim(), "rc=1", "{args}: {err}");
     }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A captured tree whose `cuda-probe.txt` does not parse: exit 2, and the
+/// error names the file and the line.
+#[test]
+fn bad_cuda_record_is_a_usage_error() {
+    let dir = scratch("cuda-record");
+    fs::write(
+        dir.join("cuda-probe.txt"),
+        "library libcuda.so.1\ngpu 0000:00:06.0 dmabuf=maybe\n",
+    )
+    .expect("write");
+    let (out, err, code) = run(&["--root", &dir.to_string_lossy()]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("/cuda-probe.txt: line 2: cannot parse 'gpu 0000:00:06.0 dmabuf=maybe'"),
+        "{err}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `--cuda-probe` prints a record the doctor reads back, whether or not
+/// this machine has libcuda (the build host has none: `library none`).
+#[test]
+fn cuda_probe_prints_a_record() {
+    let (out, err, code) = run(&["--cuda-probe"]);
+    assert_eq!(code, 0, "{err}");
+    let answer = peermem_doctor::cuda::CudaAnswer::parse(&out).expect("a record");
+    assert_eq!(answer.record(), out);
+    assert_ne!(answer, peermem_doctor::cuda::CudaAnswer::NotAsked);
+}
+
+/// `--json` has one member or item per line, as `flatten` in
+/// `tests/guest/scenarios/60-doctor.sh` reads it: two spaces per level,
+/// `"key": value` in objects, `{` or `[` last on the line that opens a
+/// nested one, `{}` and `[]` for empty ones, a newline at the end.
+#[test]
+fn json_has_one_member_per_line() {
+    let dir = crate::support::build("pix");
+    let (text, _) = doctor(&["--json", "--root", &dir.to_string_lossy()]);
+    assert!(text.ends_with("}\n"), "{text}");
+    // Whether each open level is an object.
+    let mut open: Vec<bool> = Vec::new();
+    for line in text.lines() {
+        let body = line.trim_start_matches(' ');
+        let body = body.strip_suffix(',').unwrap_or(body);
+        if body == "}" || body == "]" {
+            assert_eq!(open.pop(), Some(body == "}"), "{line}");
+            assert_eq!(
+                line.len() - line.trim_start().len(),
+                2 * open.len(),
+                "{line}"
+            );
+            continue;
+        }
+        assert_eq!(
+            line.len() - line.trim_start().len(),
+            2 * open.len(),
+            "{line}"
+        );
+        let value = if open.last() == Some(&true) {
+            let (key, value) = body.split_once("\": ").unwrap_or_else(|| panic!("{line}"));
+            assert!(key.starts_with('"') && !key[1..].contains('"'), "{line}");
+            value
+        } else {
+            body
+        };
+        match value {
+            "{" => open.push(true),
+            "[" => open.push(false),
+            _ => {
+                let v: serde_json::Value =
+                    serde_json::from_str(value).unwrap_or_else(|e| panic!("{line}: {e}"));
+                assert!(
+                    !(v.is_object() || v.is_array()) || value == "{}" || value == "[]",
+                    "{line}"
+                );
+            }
+        }
+    }
+    assert!(open.is_empty(), "unbalanced:\n{text}");
     let _ = fs::remove_dir_all(&dir);
 }

@@ -41,9 +41,15 @@ fixtures! {
     client_missing => "client-missing",
     cmdline_forbidden => "cmdline-forbidden",
     dgx => "dgx",
+    dmabuf_ready => "dmabuf-ready",
+    dmabuf_unsupported => "dmabuf-unsupported",
+    gh200_c2c => "gh200-c2c",
+    grace_switch_rule => "grace-switch-rule",
     inbox => "inbox",
     h100_vm => "h100-vm",
+    h200_vm => "h200-vm",
     iommu_passthrough => "iommu-passthrough",
+    loaded_no_ko => "loaded-no-ko",
     kernel_config_unreadable => "kernel-config-unreadable",
     kernel_crc_refused => "kernel-crc-refused",
     kernel_mok_not_enrolled => "kernel-mok-not-enrolled",
@@ -74,6 +80,8 @@ fixtures! {
     pxb => "pxb",
     rxe_only => "rxe-only",
     small_bar1 => "small-bar1",
+    stale_build => "stale-build",
+    stale_build_unloaded => "stale-build-unloaded",
     stats_errors => "stats-errors",
     sys => "sys",
 }
@@ -99,23 +107,102 @@ fn statuses(table: &str) -> (Vec<(String, String)>, Option<String>) {
     (checks, result)
 }
 
-/// `h100-vm` says today what the doctor said on that real host:
-/// `tests/fixtures/h100-vm/doctor.txt` is its table, recorded there, and
-/// every check has the status it had (wording may improve; `expect`
-/// holds the findings).
-#[test]
-fn h100_vm_statuses_as_recorded_on_the_host() {
-    let recorded =
-        std::fs::read_to_string(support::fixture::fixtures_dir().join("h100-vm/doctor.txt"))
-            .expect("tests/fixtures/h100-vm/doctor.txt");
-    let dir = support::build("h100-vm");
+/// A real-host fixture says today what the doctor said on that host:
+/// `tests/fixtures/<name>/doctor.txt` is its table, recorded there, and
+/// every check recorded has the status it had (wording may improve;
+/// `expect` holds the findings). Checks added after the recording are
+/// held by `expect` alone.
+fn statuses_as_recorded_on_the_host(name: &str) {
+    let recorded = std::fs::read_to_string(
+        support::fixture::fixtures_dir()
+            .join(name)
+            .join("doctor.txt"),
+    )
+    .expect("the fixture's doctor.txt");
+    let dir = support::build(name);
     let (now, code) = support::doctor(&["--root", &dir.to_string_lossy()]);
     let (want, got) = (statuses(&recorded), statuses(&now));
     assert!(!want.0.is_empty(), "no check line in the recording");
+    let got_recorded: Vec<(String, String)> = got
+        .0
+        .iter()
+        .filter(|(_, id)| want.0.iter().any(|(_, w)| w == id))
+        .cloned()
+        .collect();
     assert_eq!(
-        got, want,
+        (got_recorded, got.1),
+        want,
         "the fixture's table differs from the host's:\n{now}"
     );
     assert!(recorded.ends_with(&format!("exit status {code}\n")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn h100_vm_statuses_as_recorded_on_the_host() {
+    statuses_as_recorded_on_the_host("h100-vm");
+}
+
+/// Every check of today's doctor was recorded on the H200 host.
+#[test]
+fn h200_vm_statuses_as_recorded_on_the_host() {
+    statuses_as_recorded_on_the_host("h200-vm");
+    let recorded =
+        std::fs::read_to_string(support::fixture::fixtures_dir().join("h200-vm/doctor.txt"))
+            .expect("h200-vm/doctor.txt");
+    let dir = support::build("h200-vm");
+    let (now, _) = support::doctor(&["--root", &dir.to_string_lossy()]);
+    assert_eq!(
+        statuses(&now).0.len(),
+        statuses(&recorded).0.len(),
+        "a check the host did not run"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--prometheus` on `dmabuf-ready`: valid exposition text (HELP and TYPE
+/// before each family's samples, no family twice), the module's counters
+/// as debugfs has them, ib_core's per-client counters with their kind.
+#[test]
+fn prometheus_metrics() {
+    let dir = support::build("dmabuf-ready");
+    let (text, code) = support::doctor(&["--prometheus", "--root", &dir.to_string_lossy()]);
+    assert_eq!(code, 0, "{text}");
+    let mut typed = std::collections::BTreeSet::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut w = rest.split(' ');
+            current = w.next().expect("name").to_string();
+            assert!(matches!(w.next(), Some("gauge" | "counter")), "{line}");
+            assert!(typed.insert(current.clone()), "{current} twice");
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let name = line.split(['{', ' ']).next().expect("name");
+        assert_eq!(name, current, "sample outside its family: {line}");
+        assert!(
+            name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+            "{line}"
+        );
+        let value = line.rsplit(' ').next().expect("value");
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+    }
+    for sample in [
+        "nvidia_peermem_loaded{version=\"1.0.0\",nvidia_bundled=\"false\"} 1",
+        "nvidia_peermem_contexts_live 2",
+        "nvidia_peermem_pinned_bytes 134217728",
+        "nvidia_peermem_registrations_total 12",
+        "nvidia_peermem_errors_total{stage=\"acquire\"} 0",
+        "nvidia_peermem_client_mrs_allocated_total{client=\"nv_mem\",kind=\"persistent\"} 12",
+        "nvidia_peermem_client_mrs_allocated_total{client=\"nv_mem_fallback\",kind=\"revocable\"} 3",
+        "nvidia_peermem_client_bytes_registered_total{client=\"nv_mem\",kind=\"persistent\"} 134217728",
+        "nvidia_peermem_client_invalidations_total{client=\"nv_mem_fallback\",kind=\"revocable\"} 2",
+        "nvidia_peermem_doctor_check_status{check=\"gdr.path\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == sample), "no '{sample}' in\n{text}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

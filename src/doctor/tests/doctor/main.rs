@@ -2,7 +2,8 @@
 
 //! Integration tests of nvidia-peermem-doctor, one test crate:
 //! `fixtures` (one test per fixture tree), `cli` (the command line and
-//! broken trees), `support` (tree generator, expectations, JSON reader).
+//! broken trees), `support` (tree generator, expectations; JSON is read
+//! with serde_json).
 
 #![forbid(unsafe_code)]
 

@@ -237,6 +237,40 @@ impl Tree {
                 "dir" => {
                     self.nodes.insert(arg.to_string(), Node::Dir);
                 }
+                // A module file (ELF): `key=value` modinfo, `crc:SYMBOL=0xCRC` in `__versions`.
+                "ko" => {
+                    let mut info = Vec::new();
+                    let mut crcs = Vec::new();
+                    for w in tail.split_whitespace() {
+                        match w.strip_prefix("crc:").and_then(|c| c.split_once('=')) {
+                            Some((sym, crc)) => crcs.push((
+                                sym,
+                                int(crc)
+                                    .and_then(|c| u32::try_from(c).ok())
+                                    .ok_or_else(|| err(file, n, format!("bad CRC in {w}")))?,
+                            )),
+                            None if w.contains('=') => {
+                                info.extend(w.as_bytes());
+                                info.push(0);
+                            }
+                            None => {
+                                return Err(err(
+                                    file,
+                                    n,
+                                    format!("ko: '{w}' is neither key=value nor crc:SYM=CRC"),
+                                ))
+                            }
+                        }
+                    }
+                    let mut sections = vec![(".modinfo", info)];
+                    if !crcs.is_empty() {
+                        sections.push(("__versions", peermem_doctor::elf::versions_table(&crcs)));
+                    }
+                    self.nodes.insert(
+                        arg.to_string(),
+                        Node::File(peermem_doctor::elf::build(&sections)),
+                    );
+                }
                 "hostbridge" => {
                     let numa = tail
                         .strip_prefix("numa=")

@@ -5,7 +5,6 @@
 //! through the library and through the binary.
 
 pub mod fixture;
-pub mod json;
 
 use std::fs;
 use std::path::PathBuf;
@@ -13,8 +12,13 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use peermem_doctor::{output, Report, Root};
+use serde_json::Value as Json;
 
-use self::json::Json;
+/// The keys of a JSON object, in order (none for other values).
+fn keys_of(v: &Json) -> Vec<&str> {
+    v.as_object()
+        .map_or_else(Vec::new, |o| o.keys().map(String::as_str).collect())
+}
 
 /// What a fixture's `expect` file says.
 #[derive(Debug, Default)]
@@ -203,7 +207,7 @@ fn compare_report(report: &Report, exp: &Expect, problems: &mut Vec<String>) {
 
 /// Checks the structure and content of the `--json` output.
 fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<String>) {
-    let doc = match json::parse(text) {
+    let doc = match serde_json::from_str::<Json>(text) {
         Ok(doc) => doc,
         Err(e) => {
             problems.push(format!("--json output does not parse: {e}"));
@@ -218,17 +222,21 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
         "exit_status",
         "checks",
         "facts",
+        "cuda",
         "stats",
         "topology",
     ];
-    if doc.keys() != keys {
-        problems.push(format!("JSON keys: {:?}", doc.keys()));
+    if keys_of(&doc) != keys {
+        problems.push(format!("JSON keys: {:?}", keys_of(&doc)));
         return;
     }
-    if doc.get("exit_status") != Some(&Json::Num(f64::from(exp.exit))) {
+    if doc.get("exit_status").and_then(Json::as_i64) != Some(i64::from(exp.exit)) {
         problems.push(format!("JSON exit_status: {:?}", doc.get("exit_status")));
     }
-    let checks = doc.get("checks").and_then(Json::arr).unwrap_or(&[]);
+    let checks = doc
+        .get("checks")
+        .and_then(Json::as_array)
+        .map_or(&[][..], Vec::as_slice);
     if checks.len() != report.checks.len() {
         problems.push(format!(
             "JSON has {} checks, the report {}",
@@ -237,11 +245,11 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
         ));
     }
     for (c, want) in checks.iter().zip(&report.checks) {
-        if c.keys() != ["id", "status", "summary", "detail", "fix"] {
-            problems.push(format!("JSON check keys: {:?}", c.keys()));
+        if keys_of(c) != ["id", "status", "summary", "detail", "fix"] {
+            problems.push(format!("JSON check keys: {:?}", keys_of(c)));
             continue;
         }
-        let s = |k: &str| c.get(k).and_then(Json::str);
+        let s = |k: &str| c.get(k).and_then(Json::as_str);
         if s("id") != Some(want.id)
             || s("status") != Some(want.status.as_str())
             || s("summary").is_none()
@@ -272,8 +280,8 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
     for (name, value) in &exp.stats {
         let got = doc.get("stats").and_then(|s| s.get(name));
         let ok = match got {
-            Some(Json::Num(n)) => value.parse::<f64>().ok() == Some(*n),
-            Some(Json::Str(s)) => s == value,
+            Some(Json::Number(n)) => value.parse::<u64>().ok() == n.as_u64(),
+            Some(Json::String(s)) => s == value,
             _ => false,
         };
         if !ok {
@@ -296,16 +304,25 @@ fn compare_json(text: &str, report: &Report, exp: &Expect, problems: &mut Vec<St
     let topo = doc.get("topology");
     let pairs = topo
         .and_then(|t| t.get("pairs"))
-        .and_then(Json::arr)
-        .unwrap_or(&[]);
-    if topo.map(Json::keys) != Some(vec!["gpus", "nics", "pairs"])
+        .and_then(Json::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if topo.map(keys_of) != Some(vec!["gpus", "nics", "pairs"])
         || pairs.len() != report.topology.pairs.len()
     {
         problems.push("JSON topology: wrong keys or pair count".to_string());
     }
     for (p, want) in pairs.iter().zip(&report.topology.pairs) {
-        let link = p.get("link").and_then(Json::str);
-        if p.keys() != ["gpu", "nic", "nic_pci", "link", "bridges"]
+        let link = p.get("link").and_then(Json::as_str);
+        if keys_of(p)
+            != [
+                "gpu",
+                "nic",
+                "nic_pci",
+                "link",
+                "bridges",
+                "nccl_path",
+                "nccl_gdr",
+            ]
             || link != Some(want.link.as_str())
         {
             problems.push(format!("JSON pair {p:?}"));
@@ -319,10 +336,10 @@ fn show(v: &Json) -> String {
     match v {
         Json::Null => "null".to_string(),
         Json::Bool(b) => b.to_string(),
-        Json::Num(n) => n.to_string(),
-        Json::Str(s) => s.clone(),
-        Json::Arr(items) => format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(",")),
-        Json::Obj(fields) => format!(
+        Json::Number(n) => n.to_string(),
+        Json::String(s) => s.clone(),
+        Json::Array(items) => format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(",")),
+        Json::Object(fields) => format!(
             "{{{}}}",
             fields
                 .iter()

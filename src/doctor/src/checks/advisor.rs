@@ -1,0 +1,771 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+
+//! The path advisor: the NVIDIA driver's own settings, dma-buf readiness
+//! (kernel, RDMA core, the GPU's answer), the path NCCL computes for each
+//! GPU–NIC pair, what cluster tooling sees, and which of dma-buf and peer
+//! memory jobs will take.
+
+use super::platform::{GDR_PATHS, NCCL_PATHS, UCX_PATHS};
+use super::{few, list, Ctx, MODULE};
+use crate::cuda::CudaAnswer;
+use crate::kmod::{self, DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
+use crate::nccl::{self, GdrMode, NcclPath};
+use crate::pci;
+use crate::report::Check;
+
+/// The driver's registry parameters as it prints them.
+pub const PARAMS: &str = "/proc/driver/nvidia/params";
+
+/// A dotted version as numbers (`580.159.04` → `[580, 159, 4]`); the
+/// leading digits of each part.
+pub fn version_parts(v: &str) -> Vec<u32> {
+    v.split(['.', '-', '+'])
+        .map_while(|p| {
+            let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
+/// `key: value` of the driver's params file, the value unquoted.
+fn driver_param(text: &str, key: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
+    })
+}
+
+/// Whether the loaded driver is the open kernel modules (`None`: unknown).
+fn open_modules(ctx: &Ctx<'_>) -> Option<bool> {
+    ctx.root
+        .read_attr("/proc/driver/nvidia/version")
+        .map(|b| b.contains("Open Kernel Module"))
+}
+
+/// The unsupported chipsets on the bus: `(function, name)`.
+fn chipsets(ctx: &Ctx<'_>) -> Vec<(String, &'static str)> {
+    pci::all(ctx.root)
+        .iter()
+        .filter_map(|d| nccl::p2p_unsupported_chipset(d).map(|n| (d.bdf.clone(), n)))
+        .collect()
+}
+
+/// `nvidia.settings`: `GrdmaPciTopoCheckOverride`, `CoherentGPUMemoryMode`
+/// and the 580+ rule that, on Grace, Ampere Altra and AmpereOne chipsets,
+/// GPU and NIC must share a PCIe switch (else -ENOTSUPP, 524, at registration).
+pub(crate) fn driver_settings(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "nvidia.settings";
+    let Some(nv) = &ctx.nvidia else {
+        return Check::info(
+            ID,
+            "the NVIDIA driver is not loaded: its settings are unknown",
+        );
+    };
+    let version = nv.version.clone().unwrap_or_default();
+    let major = version_parts(&version).first().copied();
+    let params = ctx.root.read_text(PARAMS);
+    let over = params
+        .as_deref()
+        .and_then(|p| driver_param(p, "GrdmaPciTopoCheckOverride"));
+    let coherent_mode = params
+        .as_deref()
+        .and_then(|p| driver_param(p, "CoherentGPUMemoryMode"));
+    let flavour = match open_modules(ctx) {
+        Some(true) => "open kernel modules",
+        Some(false) => "proprietary kernel module",
+        None => "flavour unknown",
+    };
+    let found = chipsets(ctx);
+    let mut detail = vec![
+        format!(
+            "driver {} ({flavour})",
+            if version.is_empty() { "?" } else { &version }
+        ),
+        format!(
+            "{PARAMS}: {}",
+            if params.is_some() {
+                "read"
+            } else {
+                "unreadable"
+            }
+        ),
+        format!(
+            "GrdmaPciTopoCheckOverride: {}",
+            over.as_deref().unwrap_or("absent (drivers before 570)")
+        ),
+        format!(
+            "CoherentGPUMemoryMode: {}",
+            match coherent_mode.as_deref() {
+                None => "absent",
+                Some("") => "\"\" (numa, the default)",
+                Some(m) => m,
+            }
+        ),
+    ];
+    detail.extend(found.iter().map(|(b, n)| format!("{b}: {n} chipset")));
+    let Some(_) = params else {
+        return Check::info(
+            ID,
+            format!("{PARAMS} is unreadable: the driver's settings are unknown"),
+        )
+        .detail(detail);
+    };
+    let topo = &ctx.topo;
+    let pcie_gpus: Vec<usize> = (0..topo.gpus.len())
+        .filter(|&g| !nccl::is_c2c_gpu(topo.gpus[g].pci.device))
+        .collect();
+    // CDMM on a coherent GPU: no nvidia_p2p_* before 580.142 and 595.44.
+    let v = version_parts(&version);
+    let cdmm_p2p = v >= vec![595, 44] || (v.first() == Some(&580) && v >= vec![580, 142]);
+    if coherent_mode.as_deref() == Some("driver")
+        && topo.gpus.iter().any(|g| nccl::is_c2c_gpu(g.pci.device))
+        && !cdmm_p2p
+    {
+        return Check::fail(
+            ID,
+            format!("CoherentGPUMemoryMode=driver (CDMM): driver {version} has no GPUDirect RDMA P2P API in this mode"),
+            "upgrade the driver to 580.142 / 595.44 or newer, or drop NVreg_CoherentGPUMemoryMode=driver (numa mode)",
+        )
+        .detail(detail);
+    }
+    match over.as_deref() {
+        Some("2") if !pcie_gpus.is_empty() => {
+            return Check::fail(
+                ID,
+                "GrdmaPciTopoCheckOverride=2: the driver refuses GPUDirect RDMA (dma-buf and peer memory) to every PCIe GPU",
+                "remove NVreg_GrdmaPciTopoCheckOverride=2 from the nvidia options in modprobe.d and reload the driver",
+            )
+            .detail(detail)
+        }
+        Some("1") => {
+            return Check::ok(
+                ID,
+                "GrdmaPciTopoCheckOverride=1: the driver's PCIe topology check is overridden to allow",
+            )
+            .detail(detail)
+        }
+        _ => {}
+    }
+    let rule = !found.is_empty() && major.is_some_and(|m| m >= 580);
+    if !rule {
+        let why = if found.is_empty() {
+            "no Grace, Ampere Altra or AmpereOne chipset".to_string()
+        } else {
+            format!("driver {version} predates the 580 chipset rule")
+        };
+        return Check::ok(
+            ID,
+            format!(
+                "GrdmaPciTopoCheckOverride={}: the driver allows GPUDirect RDMA on any PCIe path ({why})",
+                over.as_deref().unwrap_or("-")
+            ),
+        )
+        .detail(detail);
+    }
+    if pcie_gpus.is_empty() {
+        return Check::ok(
+            ID,
+            format!("{} chipset, driver {version}: every GPU is coherent (C2C), so the driver skips its PCIe topology check",
+                found.first().map_or("", |(_, n)| *n)),
+        )
+        .detail(detail);
+    }
+    // The rule: a shared upstream bridge, per pair.
+    let mut refused_gpus = Vec::new();
+    let mut refused_pairs = Vec::new();
+    for &g in &pcie_gpus {
+        let pairs: Vec<_> = topo.pairs_of(g).collect();
+        let bad: Vec<String> = pairs
+            .iter()
+            .filter(|p| {
+                topo.nics[p.nic]
+                    .pci
+                    .as_ref()
+                    .is_some_and(|n| !nccl::share_a_bridge(&topo.gpus[g].pci, n))
+            })
+            .map(|p| topo.nics[p.nic].name.clone())
+            .collect();
+        if !pairs.is_empty() && bad.len() == pairs.len() {
+            refused_gpus.push(topo.gpus[g].pci.bdf.clone());
+        }
+        refused_pairs.extend(bad.iter().map(|n| format!("{}–{n}", topo.gpus[g].pci.bdf)));
+    }
+    detail.extend(
+        refused_pairs.iter().map(|p| {
+            format!("{p}: no shared PCIe bridge: registrations fail with -ENOTSUPP (524)")
+        }),
+    );
+    let mut kinds: Vec<String> = found.iter().map(|(_, n)| n.to_string()).collect();
+    kinds.dedup();
+    let names = list(&kinds);
+    let fix = "put GPU and NIC under one PCIe switch, or (if this platform's PCIe P2P is known good) \
+               `options nvidia NVreg_GrdmaPciTopoCheckOverride=1` in modprobe.d and reload the driver; \
+               a passthrough VM is exempt";
+    if !refused_gpus.is_empty() {
+        return Check::fail(
+            ID,
+            format!(
+                "{names} chipset, driver {version}: {} share(s) no PCIe switch with any NIC, so the driver refuses its registrations (-ENOTSUPP, 524)",
+                few(&refused_gpus, "GPUs")
+            ),
+            fix,
+        )
+        .detail(detail);
+    }
+    if !refused_pairs.is_empty() {
+        return Check::warn(
+            ID,
+            format!(
+                "{names} chipset, driver {version}: {} GPU–NIC pair(s) share no PCIe switch and are refused (-ENOTSUPP, 524)",
+                refused_pairs.len()
+            ),
+            fix,
+        )
+        .detail(detail);
+    }
+    Check::ok(
+        ID,
+        format!("{names} chipset, driver {version}: every GPU shares a PCIe switch with its NICs, as the driver requires"),
+    )
+    .detail(detail)
+}
+
+/// What dma-buf needs on this host; `None` where it cannot be told.
+#[derive(Debug, Clone)]
+pub(crate) struct Dmabuf {
+    /// Linux 5.12 or newer.
+    pub kernel: Option<bool>,
+    /// The RDMA core's `ib_umem_dmabuf_get*`.
+    pub rdma_core: Option<bool>,
+    /// The NIC drivers' dma-buf MR verbs found.
+    pub nic_verbs: Vec<String>,
+    /// The NVIDIA open kernel modules.
+    pub open: Option<bool>,
+    /// Every GPU's `DMA_BUF_SUPPORTED`.
+    pub gpu: Option<bool>,
+}
+
+impl Dmabuf {
+    /// Whether everything known says yes and nothing says no.
+    pub fn ready(&self) -> Option<bool> {
+        let parts = [self.kernel, self.rdma_core, self.open, self.gpu];
+        if parts.contains(&Some(false)) {
+            Some(false)
+        } else if parts.iter().all(Option::is_some) {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// What stands in the way, in words.
+    pub fn missing(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.kernel == Some(false) {
+            out.push("a kernel older than 5.12".to_string());
+        }
+        if self.rdma_core == Some(false) {
+            out.push(
+                "an RDMA core without dma-buf registration (no ib_umem_dmabuf_get)".to_string(),
+            );
+        }
+        if self.open == Some(false) {
+            out.push(
+                "the proprietary NVIDIA kernel module (dma-buf needs the open one)".to_string(),
+            );
+        }
+        if self.gpu == Some(false) {
+            out.push("a GPU that reports DMA_BUF_SUPPORTED=0".to_string());
+        }
+        out
+    }
+}
+
+/// Reads what dma-buf needs.
+pub(crate) fn dmabuf(ctx: &Ctx<'_>) -> Dmabuf {
+    let kernel = ctx.release.as_deref().and_then(|r| {
+        let v = version_parts(r);
+        (v.len() >= 2).then(|| v[..2] >= [5u32, 12][..])
+    });
+    let rdma_core = if !ctx.kallsyms.readable {
+        None
+    } else if ctx
+        .kallsyms
+        .with_prefix(DMABUF_UMEM_PREFIX)
+        .next()
+        .is_some()
+    {
+        Some(true)
+    } else if kmod::loaded(ctx.root, "ib_core").is_some()
+        || kmod::loaded(ctx.root, "ib_uverbs").is_some()
+    {
+        Some(false)
+    } else {
+        None
+    };
+    let nic_verbs = ctx
+        .kallsyms
+        .with_suffix(DMABUF_MR_SUFFIX)
+        .filter(|(n, _)| !n.starts_with("__pfx_"))
+        .map(|(n, m)| format!("{n} [{}]", m.unwrap_or("vmlinux")))
+        .collect();
+    let gpu = match &ctx.cuda {
+        CudaAnswer::Gpus { gpus, .. } if !gpus.is_empty() => {
+            let answers: Vec<Option<i32>> = gpus.iter().map(|g| g.dmabuf).collect();
+            if answers.contains(&Some(0)) {
+                Some(false)
+            } else if answers.iter().all(|a| *a == Some(1)) {
+                Some(true)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    };
+    Dmabuf {
+        kernel,
+        rdma_core,
+        nic_verbs,
+        open: open_modules(ctx),
+        gpu,
+    }
+}
+
+/// `dmabuf.kernel`: the kernel, its RDMA core and the driver flavour dma-buf needs.
+pub(crate) fn dmabuf_kernel(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "dmabuf.kernel";
+    let d = dmabuf(ctx);
+    let yes = |b: Option<bool>| match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    let mut detail = vec![
+        format!(
+            "kernel {} is 5.12 or newer: {}",
+            ctx.release.as_deref().unwrap_or("?"),
+            yes(d.kernel)
+        ),
+        format!(
+            "RDMA core dma-buf registration ({DMABUF_UMEM_PREFIX}* in /proc/kallsyms): {}",
+            if ctx.kallsyms.readable {
+                yes(d.rdma_core)
+            } else {
+                "kallsyms unreadable"
+            }
+        ),
+        format!(
+            "NIC drivers' dma-buf MR verb: {}",
+            if d.nic_verbs.is_empty() {
+                "none listed".to_string()
+            } else {
+                d.nic_verbs.join(", ")
+            }
+        ),
+        format!("NVIDIA open kernel modules: {}", yes(d.open)),
+    ];
+    detail.extend(
+        ctx.kallsyms
+            .with_prefix(DMABUF_UMEM_PREFIX)
+            .map(|(n, m)| format!("{n} [{}]", m.unwrap_or("vmlinux"))),
+    );
+    let parts = [d.kernel, d.rdma_core, d.open];
+    let missing: Vec<String> = Dmabuf {
+        gpu: None,
+        ..d.clone()
+    }
+    .missing();
+    if !missing.is_empty() {
+        return Check::info(
+            ID,
+            format!("dma-buf registration is not available: {}", list(&missing)),
+        )
+        .fix(
+            "dma-buf needs Linux 5.12+, an RDMA core with ib_umem_dmabuf_get (upstream or DOCA-OFED) and the \
+             open NVIDIA kernel modules; until then GPUDirect RDMA needs peer memory (this module)",
+        )
+        .detail(detail);
+    }
+    if parts.iter().any(Option::is_none) {
+        let unknown: Vec<&str> = [
+            ("the kernel release", d.kernel),
+            ("the RDMA core", d.rdma_core),
+            ("the driver flavour", d.open),
+        ]
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+        return Check::info(
+            ID,
+            format!(
+                "dma-buf readiness unknown: cannot tell {}",
+                unknown.join(", ")
+            ),
+        )
+        .detail(detail);
+    }
+    Check::ok(
+        ID,
+        "kernel, RDMA core and NVIDIA open kernel modules support dma-buf registration (ibv_reg_dmabuf_mr)",
+    )
+    .detail(detail)
+}
+
+/// `dmabuf.gpu`: the GPU's own answer through libcuda.
+pub(crate) fn dmabuf_gpu(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "dmabuf.gpu";
+    match &ctx.cuda {
+        CudaAnswer::NotAsked => Check::info(
+            ID,
+            "libcuda not asked (--root without a cuda-probe.txt record)",
+        ),
+        CudaAnswer::NoLibrary => Check::info(
+            ID,
+            "libcuda.so.1 is not installed: the GPUs' own dma-buf and GPUDirect RDMA answer is unknown",
+        ),
+        CudaAnswer::StaticBuild => Check::info(
+            ID,
+            "not asked: this static build of the doctor cannot load libcuda.so.1",
+        )
+        .fix("run the packaged (dynamically linked) nvidia-peermem-doctor to ask the GPUs"),
+        CudaAnswer::InitFailed(rc) => Check::info(
+            ID,
+            format!("libcuda.so.1 is installed but cuInit failed (CUresult {rc}): the GPUs did not answer"),
+        )
+        .fix("`nvidia-smi` shows whether the driver and the GPUs are usable; CUresult 100 is no device, 999 unknown"),
+        CudaAnswer::Gpus { driver_api, gpus } => {
+            let api = format!("{}.{}", driver_api / 1000, (driver_api % 1000) / 10);
+            let detail: Vec<String> = gpus
+                .iter()
+                .map(|g| {
+                    let v = |x: Option<i32>| x.map_or("?".to_string(), |v| v.to_string());
+                    let mut s = format!(
+                        "{} {}: GPU_DIRECT_RDMA_SUPPORTED={} DMA_BUF_SUPPORTED={} FLUSH_WRITES_OPTIONS={} WRITES_ORDERING={}",
+                        g.pci, g.name, v(g.gdr), v(g.dmabuf), v(g.flush), v(g.ordering)
+                    );
+                    if let Some(e) = &g.export {
+                        s.push_str(&format!("; dma-buf export of 2 MiB: {e}"));
+                    }
+                    s
+                })
+                .collect();
+            if gpus.is_empty() {
+                return Check::info(ID, format!("CUDA {api} sees no GPU")).detail(detail);
+            }
+            let no_dmabuf: Vec<String> = gpus.iter().filter(|g| g.dmabuf == Some(0)).map(|g| g.pci.clone()).collect();
+            let no_gdr: Vec<String> = gpus.iter().filter(|g| g.gdr == Some(0)).map(|g| g.pci.clone()).collect();
+            let failed_export: Vec<String> = gpus
+                .iter()
+                .filter(|g| g.export.as_deref().is_some_and(|e| e != "ok"))
+                .map(|g| g.pci.clone())
+                .collect();
+            if !no_gdr.is_empty() {
+                return Check::warn(
+                    ID,
+                    format!("CUDA {api}: {} report(s) GPU_DIRECT_RDMA_SUPPORTED=0", few(&no_gdr, "GPUs")),
+                    "this GPU or platform has no GPUDirect RDMA (GeForce boards, some vGPU profiles, DGX Spark/GB10): \
+                     jobs stage through host memory",
+                )
+                .detail(detail);
+            }
+            if !no_dmabuf.is_empty() || !failed_export.is_empty() {
+                let mut bad = no_dmabuf.clone();
+                bad.extend(failed_export.iter().filter(|b| !no_dmabuf.contains(b)).cloned());
+                return Check::info(
+                    ID,
+                    format!("CUDA {api}: {} cannot export dma-buf; peer memory is their GPUDirect RDMA path", few(&bad, "GPUs")),
+                )
+                .detail(detail);
+            }
+            let export = if gpus.iter().all(|g| g.export.as_deref() == Some("ok")) {
+                " and exported a dma-buf of 2 MiB"
+            } else {
+                ""
+            };
+            Check::ok(
+                ID,
+                format!(
+                    "CUDA {api}: {} report(s) GPU_DIRECT_RDMA_SUPPORTED=1 and DMA_BUF_SUPPORTED=1{export}",
+                    few(&gpus.iter().map(|g| g.pci.clone()).collect::<Vec<_>>(), "GPUs")
+                ),
+            )
+            .detail(detail)
+        }
+    }
+}
+
+/// The NCCL path and GDR mode of every GPU–NIC pair, in pair order.
+pub(crate) fn nccl_pairs(ctx: &Ctx<'_>) -> Vec<(NcclPath, GdrMode)> {
+    let topo = &ctx.topo;
+    topo.pairs
+        .iter()
+        .filter_map(|p| {
+            let gpu = &topo.gpus[p.gpu].pci;
+            let nic = topo.nics[p.nic].pci.as_ref()?;
+            let path = nccl::path(gpu, nic);
+            Some((path, nccl::gdr_mode(gpu, path)))
+        })
+        .collect()
+}
+
+/// `nccl.paths`: the path NCCL computes per pair and whether it uses
+/// GPUDirect RDMA there at its default `NCCL_NET_GDR_LEVEL`.
+pub(crate) fn nccl_paths(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "nccl.paths";
+    let topo = &ctx.topo;
+    if topo.pairs.is_empty() {
+        return Check::info(
+            ID,
+            "no GPU–NIC pair: NCCL has no network path to use GPUDirect RDMA on",
+        );
+    }
+    let modes = nccl_pairs(ctx);
+    let mut detail = Vec::new();
+    for (p, (path, mode)) in topo.pairs.iter().zip(&modes) {
+        detail.push(format!(
+            "{} – {}: {path}, GPUDirect RDMA {}",
+            topo.gpus[p.gpu].pci.bdf,
+            topo.nics[p.nic].name,
+            match mode {
+                GdrMode::Disabled => "disabled",
+                GdrMode::Default => "enabled",
+                GdrMode::Pci => "enabled with a PCIe mapping (dma-buf only)",
+            }
+        ));
+    }
+    let mut off = Vec::new();
+    let mut pci_only = Vec::new();
+    for (g, gpu) in topo.gpus.iter().enumerate() {
+        let mine: Vec<(NcclPath, GdrMode)> = topo
+            .pairs
+            .iter()
+            .zip(&modes)
+            .filter(|(p, _)| p.gpu == g)
+            .map(|(_, m)| *m)
+            .collect();
+        let Some(best) = mine.iter().map(|(p, _)| *p).min() else {
+            continue;
+        };
+        if mine.iter().all(|(_, m)| *m == GdrMode::Disabled) {
+            off.push(format!("{} ({best})", gpu.pci.bdf));
+        } else if mine.iter().all(|(_, m)| *m != GdrMode::Default) {
+            pci_only.push(gpu.pci.bdf.clone());
+        }
+    }
+    if !off.is_empty() {
+        return Check::warn(
+            ID,
+            format!(
+                "NCCL will log \"GPU Direct RDMA Disabled\" for {}: no NIC within NCCL_NET_GDR_LEVEL's default ({})",
+                few(&off, "GPUs"),
+                nccl::DEFAULT_GDR_LEVEL
+            ),
+            "put a NIC under the GPU's PCIe switch, or accept the slower path with NCCL_NET_GDR_LEVEL=PHB \
+             (SYS across NUMA nodes) in the job's environment",
+        )
+        .detail(detail);
+    }
+    let d = dmabuf(ctx);
+    if !pci_only.is_empty() && d.ready() == Some(false) {
+        return Check::warn(
+            ID,
+            format!(
+                "NCCL needs PCIe mappings for the C2C GPU(s) {}, which only dma-buf gives, and dma-buf is not available",
+                few(&pci_only, "GPUs")
+            ),
+            "enable dma-buf (dmabuf.kernel, dmabuf.gpu; CUDA 12.8+), or use the NIC on the GPU's C2C path",
+        )
+        .detail(detail);
+    }
+    let mut paths: Vec<NcclPath> = modes.iter().map(|(p, _)| *p).collect();
+    paths.sort();
+    paths.dedup();
+    Check::ok(
+        ID,
+        format!(
+            "NCCL uses GPUDirect RDMA for every GPU at its default NCCL_NET_GDR_LEVEL ({}); paths: {}",
+            nccl::DEFAULT_GDR_LEVEL,
+            paths.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    )
+    .detail(detail)
+}
+
+/// `cluster.view`: `nvidia_peermem` as the GPU Operator, NCCL and UCX test for it.
+pub(crate) fn cluster_view(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "cluster.view";
+    let root = ctx.root;
+    let modules = root.read_text("/proc/modules");
+    // The validator's `lsmod | grep -E '^nvidia_peermem\s'`.
+    let lsmod = modules.as_deref().map(|m| {
+        m.lines().any(|l| {
+            l.strip_prefix(MODULE)
+                .is_some_and(|r| r.starts_with([' ', '\t']))
+        })
+    });
+    let refcnt = root.read_attr(&format!("/sys/module/{MODULE}/refcnt"));
+    let present: Vec<bool> = GDR_PATHS.iter().map(|p| root.exists(p)).collect();
+    let first = |idx: &[usize]| idx.iter().find(|&&i| present[i]).map(|&i| GDR_PATHS[i]);
+    let (nccl, ucx) = (first(&NCCL_PATHS), first(&UCX_PATHS));
+    let lsmod_text = match lsmod {
+        Some(true) => "lists nvidia_peermem",
+        Some(false) => "does not list nvidia_peermem",
+        None => "unknown (/proc/modules unreadable)",
+    };
+    let detail = vec![
+        format!("GPU Operator validator, lsmod | grep -E '^{MODULE}\\s': {lsmod_text}"),
+        format!(
+            "GPU Operator peermem probe, /sys/module/{MODULE}/refcnt: {}",
+            refcnt
+                .as_deref()
+                .map_or("absent".to_string(), |r| format!("present ({r})"))
+        ),
+        format!("NCCL: {}", nccl.unwrap_or("none of its files")),
+        format!("UCX: {}", ucx.unwrap_or("none of its files")),
+    ];
+    let summary = format!(
+        "GPU Operator: lsmod {lsmod_text}, refcnt {}; NCCL: {}; UCX: {}",
+        refcnt.as_deref().unwrap_or("absent"),
+        if nccl.is_some() {
+            "peer memory"
+        } else {
+            "no peer memory"
+        },
+        if ucx.is_some() {
+            "peer memory"
+        } else {
+            "no peer memory"
+        }
+    );
+    if ctx.ours.is_none() {
+        return Check::info(
+            ID,
+            format!("{summary}: the GPU Operator's driver container would modprobe {MODULE} (with Mellanox devices present)"),
+        )
+        .detail(detail);
+    }
+    if lsmod == Some(false) || refcnt.is_none() {
+        return Check::warn(
+            ID,
+            format!("{summary}: the GPU Operator does not see the loaded {MODULE} and will try to load it again"),
+            "a module built into the kernel has no refcnt and no lsmod line; build it as a module (=m)",
+        )
+        .detail(detail);
+    }
+    if ctx.loaded_is_nvidias() {
+        return Check::info(
+            ID,
+            format!("{summary}: what they see is NVIDIA's module (module.loaded)"),
+        )
+        .detail(detail);
+    }
+    Check::ok(ID, summary).detail(detail)
+}
+
+/// `gdr.path`: which registration path NCCL and UCX take on this host,
+/// and whether this module is needed for it.
+pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "gdr.path";
+    let d = dmabuf(ctx);
+    let peer = NCCL_PATHS.iter().any(|&i| ctx.root.exists(GDR_PATHS[i]));
+    let mut detail = vec![
+        "NCCL (NCCL_DMABUF_ENABLE=1 by default) registers with dma-buf when the GPU and ibv_reg_dmabuf_mr support it, \
+         else with peer memory; UCX (rdma-core 41+, CUDA 11.7+) likewise"
+            .to_string(),
+        format!(
+            "dma-buf: {}",
+            match d.ready() {
+                Some(true) => "ready".to_string(),
+                Some(false) => format!("not available ({})", list(&d.missing())),
+                None => "probably ready; the GPUs' answer is unknown (dmabuf.gpu)".to_string(),
+            }
+        ),
+        format!("peer memory: {}", if peer { "loaded (NCCL sees it)" } else { "not loaded" }),
+    ];
+    let modes = nccl_pairs(ctx);
+    let gpus_on = ctx.topo.gpus.len()
+        - (0..ctx.topo.gpus.len())
+            .filter(|&g| {
+                let m: Vec<_> = ctx
+                    .topo
+                    .pairs
+                    .iter()
+                    .zip(&modes)
+                    .filter(|(p, _)| p.gpu == g)
+                    .collect();
+                m.is_empty() || m.iter().all(|(_, (_, mode))| *mode == GdrMode::Disabled)
+            })
+            .count();
+    let dmabuf_ok =
+        d.ready() != Some(false) && d.kernel.is_some() && d.rdma_core.is_some() && d.open.is_some();
+    let needed = if dmabuf_ok {
+        format!(
+            "{MODULE} is not needed for NCCL's or UCX's memory registrations (keep it for MOFED's GPU-resident queues: \
+             IBGDA, NVSHMEM, DeepEP)"
+        )
+    } else {
+        format!("{MODULE} is needed: it is the only GPUDirect RDMA path here")
+    };
+    detail.push(needed.clone());
+    if ctx.topo.pairs.is_empty() {
+        let way = if dmabuf_ok { "dma-buf" } else { "peer memory" };
+        return Check::info(
+            ID,
+            format!("no GPU–NIC pair: no GPUDirect RDMA today; with a NIC, jobs would register GPU memory through {way}: {needed}"),
+        )
+        .detail(detail);
+    }
+    let with_pairs = (0..ctx.topo.gpus.len())
+        .filter(|&g| ctx.topo.pairs_of(g).next().is_some())
+        .count();
+    let scope = format!(
+        "{gpus_on} of {} GPU(s) within NCCL's GDR level (nccl.paths)",
+        ctx.topo.gpus.len()
+    );
+    // Some GPUs out of NCCL's reach: nccl.paths has the path and the fix.
+    let verdict = |summary: String| {
+        if gpus_on < with_pairs {
+            Check::warn(
+                ID,
+                summary,
+                "NCCL stages through host memory on the other GPUs: see nccl.paths for their path and its fix",
+            )
+        } else {
+            Check::ok(ID, summary)
+        }
+    };
+    if dmabuf_ok {
+        let also = if peer {
+            "; peer memory is loaded too, NCCL prefers dma-buf"
+        } else {
+            ""
+        };
+        return verdict(format!(
+            "NCCL and UCX will use dma-buf on {scope}{also}: {needed}"
+        ))
+        .detail(detail);
+    }
+    if peer {
+        return verdict(format!(
+            "NCCL and UCX will use peer memory ({MODULE}) on {scope}; dma-buf is not available: {}",
+            list(&d.missing())
+        ))
+        .detail(detail);
+    }
+    let why = if d.missing().is_empty() {
+        "readiness unknown".to_string()
+    } else {
+        list(&d.missing())
+    };
+    Check::fail(
+        ID,
+        format!(
+            "neither dma-buf ({why}) nor peer memory: NCCL will log \"GPU Direct RDMA Disabled\""
+        ),
+        format!(
+            "load {MODULE} (module.loaded), or meet dma-buf's needs (dmabuf.kernel, dmabuf.gpu)"
+        ),
+    )
+    .detail(detail)
+}
