@@ -143,7 +143,9 @@ module: build/abi.symvers
 	@echo "nvidia_peermem: Rust support: $(NVPM_RUST_MODE)$(if $(filter carried,$(NVPM_RUST_MODE)), (the kernel's crates of $(shell . kbuild/carried.pin; echo $$CARRIED_LINUX), built into the module))"
 	@test "$(NVPM_RUST_MODE)" != carried || kbuild/carried-source.sh --verify $(NVPM_CARRIED_SRC) || { \
 		echo "nvidia_peermem: carried mode needs the pinned Rust sources in $(NVPM_CARRIED_SRC):" \
-			"run kbuild/carried-source.sh $(NVPM_CARRIED_SRC) (a git checkout) or use the release tarball" >&2; exit 1; }
+			"run kbuild/carried-source.sh $(NVPM_CARRIED_SRC) (a git checkout) or use the release tarball" >&2; \
+		if grep -qs '^CONFIG_RUST=y' $(KDIR_CONFIG); then echo "nvidia_peermem: or, for kernel mode," \
+			"give $(KDIR) the kernel's compiled crates: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; fi; exit 1; }
 	@test "$(NVPM_RUST_MODE)" != carried || kbuild/rust-toolchain.sh || exit 1
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(if $(KDIR_LLVM),@echo "nvidia_peermem: $(KDIR) was built with clang $(KDIR_CLANG_MAJOR): $(KDIR_LLVM)")
