@@ -56,5 +56,13 @@ for series in ${NVPM_OTHER_KSERIES:-7.2} ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
 		summary_add "$log.negative" KOCHECK || echo "  FAIL kernels/$series/kocheck-negative: see $log.negative"
 	fi
 done
+# The build's choice of mode and its refusals (tests/kbuild-checks.sh), on
+# the last carried kernel and the 7.3 tree.
+# shellcheck source=/dev/null
+if [ -r "$NVPM_CACHE/kernel.env" ] && norust=$(. "$NVPM_CACHE/kernel-6.12.env" 2>/dev/null && echo "$KDIR_HOST"); then
+	tests/kbuild-checks.sh "$norust" "$(. "$NVPM_CACHE/kernel.env" && echo "$KDIR_HOST")" >build/logs/kbuild-checks.log 2>&1
+	sed 's/^/  /' build/logs/kbuild-checks.log
+	summary_add build/logs/kbuild-checks.log KBUILD || echo "  FAIL kernels/kbuild-checks: see build/logs/kbuild-checks.log"
+fi
 echo "KERNELS-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# kbuild-checks.sh: the build's choice of Rust mode and its refusals, on a
+# kernel without Rust and one with it (part of tests/kernels.sh). Each bad
+# input must stop with a message that says what is wrong, and change nothing.
+# Usage: kbuild-checks.sh NO_RUST_KDIR RUST_KDIR    (host paths)
+# Ends with KBUILD-SUMMARY.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+norust=$1 rust=$2
+pass=0 fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# check NAME WANT_RC PATTERN CMD...: CMD exits WANT_RC and its output matches PATTERN.
+check() {
+	local name=$1 want=$2 pattern=$3 out rc
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" = "$want" ] && grep -qE -- "$pattern" <<<"$out"; then
+		echo "PASS kbuild/$name"
+		pass=$((pass + 1))
+	else
+		echo "FAIL kbuild/$name: exit $rc (wanted $want), output: $(head -c 300 <<<"$out")"
+		fail=$((fail + 1))
+	fi
+}
+
+check mode-auto-norust 0 '^carried$' kbuild/rust-mode.sh "$norust"
+check mode-auto-norust-why 0 'CONFIG_RUST is not set' kbuild/rust-mode.sh "$norust"
+check mode-kernel-refused 1 'NVPM_RUST=kernel is not possible .*CONFIG_RUST is not set' kbuild/rust-mode.sh "$norust" kernel
+check mode-carried-forced 0 '^carried$' kbuild/rust-mode.sh "$rust" carried
+check mode-bad-value 1 'NVPM_RUST=cargo: expected auto, kernel or carried' kbuild/rust-mode.sh "$norust" cargo
+check mode-not-a-tree 1 'not a configured kernel tree' kbuild/rust-mode.sh "$tmp"
+# The Rust kernel's crates were built by the root's rustc, not by this one.
+check mode-other-rustc 0 "its crates were built by 'rustc 1\.85" env RUSTC=/bin/false kbuild/rust-mode.sh "$rust"
+
+# The pinned sources: a changed file is refused and the copy left as it was.
+cp -r build/carried-src "$tmp/src"
+check source-verified 0 '' kbuild/carried-source.sh --verify "$tmp/src"
+echo '// changed' >>"$tmp/src/rust/kernel/sync.rs"
+before=$(sha256sum "$tmp/src/rust/kernel/sync.rs")
+check source-changed-refused 1 '' kbuild/carried-source.sh --verify "$tmp/src"
+check source-changed-kept 0 '' test "$(sha256sum "$tmp/src/rust/kernel/sync.rs")" = "$before"
+check source-usage 2 'usage: carried-source.sh' kbuild/carried-source.sh --bogus
+
+# The toolchain: what is missing is named with the packages to install.
+printf 'ID=debian\nVERSION_ID=12\nPRETTY_NAME="Debian 12"\n' >"$tmp/os-release"
+check toolchain-no-bindgen 1 'needs:.*bindgen>=0\.71\.1' \
+	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh build/carried-src
+check toolchain-debian12-names 1 'install: rustc-web rust-web-src .*cargo install --locked bindgen-cli@0\.71\.1' \
+	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh build/carried-src
+check toolchain-no-rustc 1 'needs: rustc>=1\.85\.0' \
+	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh build/carried-src
+check toolchain-no-sources 1 'no pinned Rust sources' kbuild/rust-toolchain.sh "$tmp/none"
+
+# The build itself refuses without the pinned sources, before any compiling.
+check build-no-carried-src 2 'carried mode needs the pinned Rust sources in /nonexistent' \
+	make --no-print-directory KDIR="$norust" NVPM_CARRIED_SRC=/nonexistent module
+check build-bad-mode 2 'NVPM_RUST=cargo cannot build' make --no-print-directory KDIR="$norust" NVPM_RUST=cargo module
+
+echo "KBUILD-SUMMARY $pass passed, $fail failed"
+[ "$fail" = 0 ]
