@@ -53,7 +53,8 @@ endif
 # tarball or -dkms package, build/carried-src/ in a git checkout (make fetches
 # it: kbuild/carried-source.sh).
 NVPM_RUST ?= auto
-NVPM_RUST_MODE := $(if $(KDIR),$(or $(shell kbuild/rust-mode.sh $(KDIR) $(NVPM_RUST)),error))
+# NVPM_RUSTC: the rustc carried mode builds with (default: rustc on PATH).
+NVPM_RUST_MODE := $(if $(KDIR),$(or $(shell RUSTC=$(or $(NVPM_RUSTC),rustc) kbuild/rust-mode.sh $(KDIR) $(NVPM_RUST)),error))
 NVPM_CARRIED_SRC ?= $(firstword $(wildcard $(CURDIR)/carried-src) $(CURDIR)/build/carried-src)
 
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST_MODE) \
@@ -146,7 +147,7 @@ module: build/abi.symvers
 			"run kbuild/carried-source.sh $(NVPM_CARRIED_SRC) (a git checkout) or use the release tarball" >&2; \
 		if grep -qs '^CONFIG_RUST=y' $(KDIR_CONFIG); then echo "nvidia_peermem: or, for kernel mode," \
 			"give $(KDIR) the kernel's compiled crates: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; fi; exit 1; }
-	@test "$(NVPM_RUST_MODE)" != carried || kbuild/rust-toolchain.sh || exit 1
+	@test "$(NVPM_RUST_MODE)" != carried || RUSTC=$(or $(NVPM_RUSTC),rustc) kbuild/rust-toolchain.sh || exit 1
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(if $(KDIR_LLVM),@echo "nvidia_peermem: $(KDIR) was built with clang $(KDIR_CLANG_MAJOR): $(KDIR_LLVM)")
 	@# A CONFIG_MODVERSIONS kernel refuses the stub's CRCs of 0 ("disagrees

@@ -35,12 +35,21 @@ include $(src)/kbuild/rustflags.mk
 # PCI, networking, DRM, ...) stay off: that code is not carried.
 nvpm_cr_subsystems := BLOCK PCI NET DRM USB I2C AUXILIARY_BUS CONFIGFS_FS CPU_FREQ PM_OPP \
 	COMMON_CLK OF ACPI KUNIT SOC_BUS REGULATOR PWM SERIAL_DEV_BUS FW_LOADER GPU_BUDDY
+# What the kernel's configuration says of its own rustc (CONFIG_RUSTC_*) is
+# replaced by what the pinned release's init/Kconfig derives from the rustc
+# that builds the module: RUSTC_HAS_X is RUSTC_VERSION >= its version there.
+nvpm_cr_rustc_has := SPAN_FILE:108800 UNNECESSARY_TRANSMUTES:108800 FILE_WITH_NUL:108900 \
+	FILE_AS_C_STR:109100 SUSPICIOUS_RUNTIME_SYMBOL_DEFINITIONS:109800
 quiet_cmd_nvpm_rustc_cfg = GEN     $@
       cmd_nvpm_rustc_cfg = mkdir -p $(@D); { echo --cfg=CONFIG_RUST; \
+	echo '--cfg=CONFIG_RUSTC_VERSION="$(NVPM_RUSTC_VERSION)"'; \
+	$(foreach h,$(nvpm_cr_rustc_has),$(if $(call nvpm_rustc_min,$(lastword $(subst :, ,$(h)))), \
+		echo '--cfg=CONFIG_RUSTC_HAS_$(firstword $(subst :, ,$(h)))'; \
+		echo '--cfg=CONFIG_RUSTC_HAS_$(firstword $(subst :, ,$(h)))="y"';)) \
 	sed -n -e 's/^\(CONFIG_[A-Za-z0-9_]*\)=y$$/--cfg=\1\n--cfg=\1="y"/p' \
 	       -e 's/^\(CONFIG_[A-Za-z0-9_]*\)="\(.*\)"$$/--cfg=\1="\2"/p' \
 	       -e 's/^\(CONFIG_[A-Za-z0-9_]*\)=\([^"y].*\)$$/--cfg=\1="\2"/p' $(NVPM_KCONFIG) | \
-	grep -Ev -- '^--cfg=CONFIG_($(subst $(space),|,$(nvpm_cr_subsystems)))(=|$$)'; } >$@
+	grep -Ev -- '^--cfg=CONFIG_(RUSTC_|($(subst $(space),|,$(nvpm_cr_subsystems)))(=|$$))'; } >$@
 
 $(nvpm_cr)/rustc_cfg: $(NVPM_KCONFIG) FORCE
 	$(call if_changed,nvpm_rustc_cfg)

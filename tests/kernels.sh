@@ -10,6 +10,8 @@
 #   them (scripts/provision-carried.sh), the module in carried mode (chosen
 #   by itself): the same scenarios, plus one window mode of 51 and one
 #   configuration of 55.
+# - Debian's 7.3 with another rustc (Debian 13's rustc-web): carried mode
+#   chosen by itself, the load test and the client scenarios.
 # Ends with KERNELS-SUMMARY.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -22,6 +24,26 @@ pass=0 fail=0
 # The pinned sources of carried mode, fetched on the host (the root cannot
 # see the cache).
 kbuild/carried-source.sh build/carried-src || fail=$((fail + 1))
+
+# run NAME ENV_FILE SCENARIOS GUEST_ENV [MAKE_ARGS...]: builds the module and
+# the simulators for the kernel of ENV_FILE, boots its image for SCENARIOS,
+# then reads the .ko as the kernel's config asks (tests/kocheck).
+run() {
+	local name=$1 envfile=$2 scenarios=$3 genv=$4 log=build/logs/guest-$1.log kdir
+	shift 4
+	# shellcheck disable=SC2016 # expanded inside the root
+	NVPM_KERNEL_ENV=$envfile GUEST_SCENARIOS=$scenarios GUEST_ENV=$genv GUEST_OUT=build/guest-$name \
+		scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" "$@" check-guest' \
+		sh "$@" 2>&1 | tee "$log"
+	summary_add "$log" GUEST ||
+		echo "  FAIL kernels/$name/build: the module or the simulators did not build for it (see $log)"
+	# shellcheck source=/dev/null
+	kdir=$(. "$NVPM_CACHE/$envfile" && echo "$KDIR_HOST")
+	python3 tests/kocheck/check-ko.py --name "kocheck/$name" "$kdir/.config" nvidia_peermem.ko >"$log.kocheck" 2>&1
+	sed 's/^/  /' "$log.kocheck"
+	pass=$((pass + $(grep -c '^PASS' "$log.kocheck"))) fail=$((fail + $(grep -c '^FAIL' "$log.kocheck")))
+}
+
 carried_env="STRESS_WINDOW_MODES=modern STRESS_CONFIGS=modern-revocable STRESS_CONC_OPS=20000"
 for series in ${NVPM_OTHER_KSERIES:-7.2} ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
 	case " ${NVPM_CARRIED_KSERIES:-6.12 6.1} " in
@@ -34,28 +56,30 @@ for series in ${NVPM_OTHER_KSERIES:-7.2} ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
 		fail=$((fail + 1))
 		continue
 	fi
-	log=build/logs/guest-$series.log
-	# shellcheck disable=SC2016 # expanded inside the root
-	NVPM_KERNEL_ENV=kernel-$series.env GUEST_SCENARIOS=$scenarios GUEST_ENV=$env GUEST_OUT=build/guest-$series \
-		scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" check-guest' 2>&1 |
-		tee "$log"
-	summary_add "$log" GUEST ||
-		echo "  FAIL kernels/$series/build: the module or the simulators did not build for it (see $log)"
-	# The .ko just built for this kernel, read as the kernel's config asks
-	# (tests/kocheck); on a kernel with every x86 option (Debian 13's 6.12),
-	# also the check's own test: a probe built without each flag fails it.
-	# shellcheck source=/dev/null
-	kdir=$(. "$NVPM_CACHE/kernel-$series.env" && echo "$KDIR_HOST")
-	python3 tests/kocheck/check-ko.py --name "kocheck/$series" "$kdir/.config" nvidia_peermem.ko >"$log.kocheck" 2>&1
-	sed 's/^/  /' "$log.kocheck"
-	pass=$((pass + $(grep -c '^PASS' "$log.kocheck"))) fail=$((fail + $(grep -c '^FAIL' "$log.kocheck")))
+	run "$series" "kernel-$series.env" "$scenarios" "$env"
+	# On a kernel with every x86 option (Debian 13's 6.12), the static
+	# check's own test: a probe built without each flag fails it.
 	if [ "$series" = 6.12 ]; then
+		log=build/logs/guest-$series.log
 		NVPM_KERNEL_ENV=kernel-$series.env scripts/in-chroot.sh sh -c 'tests/kocheck/negative.sh "$KDIR/.config"' \
 			>"$log.negative" 2>&1
 		sed 's/^/  /' "$log.negative"
 		summary_add "$log.negative" KOCHECK || echo "  FAIL kernels/$series/kocheck-negative: see $log.negative"
 	fi
 done
+
+# Carried mode on Debian's 7.3, which has Rust, built with another rustc than
+# the one its crates need (Debian 13's rustc-web, scripts/provision-rustc.sh):
+# auto mode carries the crates, and the exact toolchain is no requirement.
+if [ -z "${NVPM_CARRIED_KSERIES+set}" ] || [ -n "${NVPM_CARRIED_RUSTC:-}" ]; then
+	echo "kernels: Debian 7.3 with rustc-web (carried mode)"
+	if scripts/provision-rustc.sh; then
+		run 7.3-rustc-web kernel.env '[04][0-5]-*' "" NVPM_RUSTC=/opt/rustc-web/rustc
+	else
+		echo "  FAIL kernels/7.3-rustc-web/provision: see the lines above"
+		fail=$((fail + 1))
+	fi
+fi
 # The build's choice of mode and its refusals (tests/kbuild-checks.sh), on
 # the last carried kernel and the 7.3 tree.
 # shellcheck source=/dev/null
