@@ -25,6 +25,22 @@ pass=0 fail=0
 # see the cache).
 kbuild/carried-source.sh build/carried-src || fail=$((fail + 1))
 
+# kocheck_debian ENV_FILE NAME: check-ko.py on the kernel's own ib_core.ko.
+kocheck_debian() {
+	local ko conf
+	# shellcheck source=/dev/null
+	ko=$(. "$NVPM_CACHE/$1" && find "$DEBIAN_MODULES" -name 'ib_core.ko*' | head -n 1)
+	# shellcheck source=/dev/null
+	conf=$(. "$NVPM_CACHE/$1" && echo "$KDIR_HOST/.config")
+	case $ko in
+	*.xz) xz -dc "$ko" >build/logs/ib_core.ko ;;
+	*.zst) zstd -qdc "$ko" >build/logs/ib_core.ko ;;
+	*.ko) cp "$ko" build/logs/ib_core.ko ;;
+	*) echo "FAIL $2/found: no ib_core.ko in the kernel's modules"; return ;;
+	esac
+	python3 tests/kocheck/check-ko.py --name "$2" "$conf" build/logs/ib_core.ko
+}
+
 # run NAME ENV_FILE SCENARIOS GUEST_ENV [MAKE_ARGS...]: builds the module and
 # the simulators for the kernel of ENV_FILE, boots its image for SCENARIOS,
 # then reads the .ko as the kernel's config asks (tests/kocheck).
@@ -40,6 +56,9 @@ run() {
 	# shellcheck source=/dev/null
 	kdir=$(. "$NVPM_CACHE/$envfile" && echo "$KDIR_HOST")
 	python3 tests/kocheck/check-ko.py --name "kocheck/$name" "$kdir/.config" nvidia_peermem.ko >"$log.kocheck" 2>&1
+	# The same check on Debian's own ib_core of that kernel, which nobody
+	# here wrote: a check that fails it is wrong.
+	kocheck_debian "$envfile" "kocheck/$name/debian-ib_core" >>"$log.kocheck" 2>&1
 	sed 's/^/  /' "$log.kocheck"
 	pass=$((pass + $(grep -c '^PASS' "$log.kocheck"))) fail=$((fail + $(grep -c '^FAIL' "$log.kocheck")))
 }

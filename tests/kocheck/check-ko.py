@@ -77,52 +77,44 @@ def section_bytes(obj, name):
         return open(tmp.name, "rb").read()
 
 
-def address_taken(obj, secs, funcs):
-    """Functions referenced by a relocation from a data section."""
-    start = {(s, off): name for s, off, _, name in funcs}
-    by_name = {name: (s, off) for s, off, _, name in funcs}
-    taken = set()
+def relocations(obj):
+    """(relocated section, symbol, addend) of every relocation in obj."""
     current = None
     for line in run("readelf", "-rW", obj).splitlines():
         m = re.match(r"^Relocation section '\.rela(\S+)'", line)
         if m:
             current = m.group(1)
             continue
-        if not current or not DATA_RE.match(current):
-            continue
         f = line.split()
-        if len(f) < 5 or not re.match(r"^[0-9a-f]+$", f[0]):
+        if current and len(f) >= 5 and re.match(r"^[0-9a-f]+$", f[0]):
+            addend = 0
+            if len(f) >= 7 and f[5] in "+-":
+                addend = int(f[6], 16) * (1 if f[5] == "+" else -1)
+            yield current, f[4], addend
+
+
+def address_taken(relocs, secs, funcs):
+    """Functions referenced by a relocation from a data section."""
+    start = {(s, off): name for s, off, _, name in funcs}
+    names = {name for _, _, _, name in funcs}
+    taken = set()
+    for section, sym, addend in relocs:
+        if not DATA_RE.match(section):
             continue
-        sym, addend = f[4], int(f[6], 16) if len(f) >= 7 and f[5] == "+" else 0
-        if len(f) >= 7 and f[5] == "-":
-            addend = -int(f[6], 16)
         if sym in secs:
             name = start.get((sym, addend))
-        elif sym in by_name and addend == 0:
-            name = sym
         else:
-            name = None
+            name = sym if sym in names and addend == 0 else None
         if name:
             taken.add(name)
     return taken
 
 
-def patch_sites(obj, secs):
+def patch_sites(relocs, secs):
     """(section, offset) of the paravirt and alternative patch sites: the
     kernel rewrites those instructions at load (objtool accepts them too)."""
-    sites = set()
-    current = None
-    for line in run("readelf", "-rW", obj).splitlines():
-        m = re.match(r"^Relocation section '\.rela(\S+)'", line)
-        if m:
-            current = m.group(1)
-            continue
-        if current not in (".parainstructions", ".altinstructions"):
-            continue
-        f = line.split()
-        if len(f) >= 7 and re.match(r"^[0-9a-f]+$", f[0]) and f[4] in secs and f[5] == "+":
-            sites.add((f[4], int(f[6], 16)))
-    return sites
+    return {(sym, addend) for section, sym, addend in relocs
+            if section in (".parainstructions", ".altinstructions") and sym in secs}
 
 
 def disasm_lines(obj):
@@ -166,8 +158,9 @@ def main(argv):
             print(f"PASS {name}/{check}")
 
     data = {s: section_bytes(obj, s) for s in {f[0] for f in funcs}}
+    relocs = list(relocations(obj))
 
-    taken = address_taken(obj, secs, funcs) if on("CONFIG_X86_KERNEL_IBT") else set()
+    taken = address_taken(relocs, secs, funcs) if on("CONFIG_X86_KERNEL_IBT") else set()
     no_endbr = [n for s, off, _, n in funcs if n in taken and data[s][off:off + 4] != ENDBR64]
     report("ibt", on("CONFIG_X86_KERNEL_IBT"), no_endbr,
            f"of {len(taken)} address-taken functions do not start with endbr64")
@@ -179,7 +172,7 @@ def main(argv):
            f"of {len(funcs)} functions lack {pad} bytes of padding")
 
     rets, indirect = [], []
-    sites = patch_sites(obj, secs)
+    sites = patch_sites(relocs, secs)
     for sec, off, text in disasm_lines(obj):
         if (sec, off) in sites:
             continue
