@@ -253,6 +253,7 @@ LIBDIR_NVPM ?= /usr/lib/nvidia-peer-memory
 SYSTEMD_UNIT_DIR ?= /usr/lib/systemd/system
 MODPROBE_D_DIR ?= /usr/lib/modprobe.d
 DKMS_SOURCES = Makefile Kbuild VERSION dkms.conf scripts/abi-symvers.sh scripts/find-symvers.sh scripts/rust-headers.sh \
+	$(shell find kbuild -type f | LC_ALL=C sort) \
 	$(shell find src -path src/doctor -prune -o -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \
 		-o -name Cargo.toml \) ! -name abi_bindings.rs -print | LC_ALL=C sort)
 
@@ -264,7 +265,7 @@ install:
 install-dkms:
 	@set -e; for f in $(DKMS_SOURCES); do \
 		install -D -m 0644 $$f $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/$$f; done
-	chmod 0755 $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/scripts/*.sh
+	chmod 0755 $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/scripts/*.sh $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/kbuild/*.sh
 	install -D -m 0755 scripts/rust-headers.sh $(DESTDIR)$(LIBDIR_NVPM)/rust-headers
 	install -D -m 0755 packaging/dkms-rebuild.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-rebuild
 	install -D -m 0755 packaging/kernel-postrm.sh $(DESTDIR)/etc/kernel/postrm.d/nvidia-peer-memory

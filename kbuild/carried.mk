@@ -89,12 +89,14 @@ nvpm_procmacro_ext := $(patsubst libname.%,%,$(shell $(NVPM_RUSTC) --print file-
 nvpm_hash := \#
 nvpm_cr_depfix = ; sed -i '/^$(nvpm_hash)/d' $(depfile)
 
-# C functions the Rust objects call that this kernel does not provide for
-# modules, redirected to helpers.c: without CONFIG_RUST vsprintf has no %pA
-# (nvpm_carried_printk formats Rust's arguments itself); errname is exported
-# from 6.12 on (before it, nvpm_carried_errname names no error: the numbers
-# are printed).
-nvpm_cr_redirect := $(if $(CONFIG_RUST),,_printk=nvpm_carried_printk) \
+# C functions the Rust objects call, redirected to helpers.c where the
+# kernel's own would be wrong: printk's %pA hands a core::fmt::Arguments to
+# the kernel's rust_fmt_argument, which has none without CONFIG_RUST and
+# with it reads the struct as the kernel's rustc laid it out, not as the
+# carried core did (another rustc: an oops); nvpm_carried_printk formats
+# with the carried crate's own. errname is exported from 6.12 on (before
+# it, nvpm_carried_errname names no error: the numbers are printed).
+nvpm_cr_redirect := _printk=nvpm_carried_printk \
 	$(if $(shell [ $$(($(VERSION) * 100 + $(PATCHLEVEL))) -lt 612 ] && echo y),errname=nvpm_carried_errname)
 nvpm_cr_printk = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
 

@@ -151,9 +151,8 @@ const char *nvpm_carried_errname(int err);
 #endif
 
 /*
- * printk's %pA (a Rust fmt::Arguments) calls rust_fmt_argument only in a
- * kernel with CONFIG_RUST; elsewhere the carried crates' printk calls go to
- * nvpm_carried_printk (helpers.c), which formats the arguments itself.
+ * The carried crate's formatter of a Rust fmt::Arguments, which
+ * nvpm_carried_printk (helpers.c) calls for every printk of the crates.
  */
 char *rust_fmt_argument(char *buf, char *end, const void *ptr);
 

@@ -46,12 +46,13 @@ const char *nvpm_carried_errname(int err)
 }
 #endif
 
-#ifndef CONFIG_RUST
 #include <linux/printk.h>
 #include <linux/string.h>
 
 /*
- * printk for the carried crates where vsprintf has no %pA. They print with
+ * printk for the carried crates: vsprintf's %pA would call the kernel's
+ * rust_fmt_argument, absent without CONFIG_RUST and built against another
+ * core's fmt::Arguments with it; this one calls the carried crate's. They print with
  * two formats (rust/kernel/print.rs): KERN_<level> "%s: %pA" with the module
  * name, and KERN_CONT "%pA". The arguments are formatted by the crate's own
  * rust_fmt_argument into a buffer, then printed as a string; a line longer
@@ -86,5 +87,4 @@ int nvpm_carried_printk(const char *fmt, ...)
 		return printk("%.2s%s: %s", level, name, line);
 	return printk("%.2s%s", level, line);
 }
-#endif
 #endif
