@@ -284,8 +284,10 @@ MAN1DIR ?= /usr/share/man/man1
 
 DOCTOR_CARGO_FLAGS ?= --locked
 
+# Paths of the build tree (the vendored crates' panic locations) are
+# remapped, so the binary does not name where it was built.
 doctor:
-	cargo build --release $(DOCTOR_CARGO_FLAGS) -p nvidia-peermem-doctor
+	RUSTFLAGS="$$RUSTFLAGS --remap-path-prefix=$(CURDIR)=." cargo build --release $(DOCTOR_CARGO_FLAGS) -p nvidia-peermem-doctor
 
 install-doctor:
 	@test -x $(DOCTOR_BIN) || { echo "build the doctor first (make doctor)" >&2; exit 1; }
