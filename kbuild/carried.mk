@@ -5,7 +5,7 @@
 # Included by Kbuild when NVPM_RUST_MODE is "carried".
 #
 # The crates (core from rustc's rust-src; compiler_builtins, ffi, build_error,
-# pin_init, zerocopy, bindings, uapi, kernel from one pinned kernel release,
+# pin_init, zerocopy, bindings, kernel from one pinned kernel release,
 # $(NVPM_CARRIED_SRC), see kbuild/carried-source.sh) are built here for this
 # kernel: bindgen reads this kernel's own headers and .config, the C helpers
 # are compiled by Kbuild against the same headers, and every target crate gets
@@ -98,13 +98,13 @@ nvpm_cr_depfix = ; sed -i '/^$(nvpm_hash)/d' $(depfile)
 # it, nvpm_carried_errname names no error: the numbers are printed).
 nvpm_cr_redirect := _printk=nvpm_carried_printk \
 	$(if $(shell [ $$(($(VERSION) * 100 + $(PATCHLEVEL))) -lt 612 ] && echo y),errname=nvpm_carried_errname)
-nvpm_cr_printk = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
+nvpm_cr_redirect_syms = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
 
 quiet_cmd_nvpm_cr_lib = RUSTC C  $@
       cmd_nvpm_cr_lib = RUSTC_BOOTSTRAP=1 OBJTREE=$(nvpm_cr_abs) $(nvpm-env) $(NVPM_RUSTC) \
 	$(nvpm_cr_tflags) $(nvpm-flags) --crate-type rlib --crate-name $(nvpm-name) \
 	--emit=dep-info=$(depfile) --emit=metadata=$(nvpm_cr)/lib$(nvpm-name).rmeta \
-	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_printk) $(cmd_objtool)
+	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_redirect_syms) $(cmd_objtool)
 
 quiet_cmd_nvpm_cr_host = RUSTC H  $@
       cmd_nvpm_cr_host = RUSTC_BOOTSTRAP=1 $(NVPM_RUSTC) -O -Cstrip=debuginfo --cap-lints=allow \

@@ -38,11 +38,8 @@ endif
 ifdef CONFIG_X86_KERNEL_IBT
 nvpm_rf += -Zcf-protection=branch $(if $(call nvpm_rustc_min,109300),-Cjump-tables=n,-Zno-jump-tables)
 endif
-ifdef CONFIG_MITIGATION_RETHUNK
-nvpm_rf += -Zfunction-return=thunk-extern
-endif
 # 6.1 to 6.8 name it CONFIG_RETHUNK.
-ifdef CONFIG_RETHUNK
+ifneq ($(CONFIG_MITIGATION_RETHUNK)$(CONFIG_RETHUNK),)
 nvpm_rf += -Zfunction-return=thunk-extern
 endif
 ifdef CONFIG_CALL_PADDING
@@ -62,10 +59,8 @@ nvpm_rf += -Cforce-frame-pointers=y \
 	$(if $(call nvpm_rustc_min,109800),,-Zllvm_module_flag=frame-pointer:u32:2:max)
 endif
 
-ifdef CONFIG_CFI_CLANG
-nvpm_rf += -Zsanitizer=kcfi -Zsanitizer-cfi-normalize-integers -Zmerge-functions=disabled
-endif
-ifdef CONFIG_CFI
+# Before 6.17 it is CONFIG_CFI_CLANG.
+ifneq ($(CONFIG_CFI)$(CONFIG_CFI_CLANG),)
 nvpm_rf += -Zsanitizer=kcfi -Zsanitizer-cfi-normalize-integers -Zmerge-functions=disabled
 endif
 

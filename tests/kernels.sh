@@ -29,9 +29,7 @@ kbuild/carried-source.sh build/carried-src || fail=$((fail + 1))
 kocheck_debian() {
 	local ko conf
 	# shellcheck source=/dev/null
-	ko=$(. "$NVPM_CACHE/$1" && find "$DEBIAN_MODULES" -name 'ib_core.ko*' | head -n 1)
-	# shellcheck source=/dev/null
-	conf=$(. "$NVPM_CACHE/$1" && echo "$KDIR_HOST/.config")
+	read -r conf ko < <(. "$NVPM_CACHE/$1" && echo "$KDIR_HOST/.config $(find "$DEBIAN_MODULES" -name 'ib_core.ko*' | head -n 1)")
 	case $ko in
 	*.xz) xz -dc "$ko" >build/logs/ib_core.ko ;;
 	*.zst) zstd -qdc "$ko" >build/logs/ib_core.ko ;;
