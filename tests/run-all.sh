@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p build/logs
 pass=0 fail=0
 run_suite() { # name command...
-	local name=$1 log=build/logs/$1.log
+	local name=$1 log=build/logs/$1.log t1=$SECONDS
 	shift
 	echo "=== $name"
 	"$@" 2>&1 | tee "$log"
 	summary_add "$log" || echo "=== $name: no summary (the suite broke before reporting), counted as 1 failure"
+	echo "=== $name in $((SECONDS - t1)) s"
 }
 t0=$SECONDS
 run_suite host tests/host/run.sh

@@ -430,9 +430,78 @@ struct InitSweep {
     cache_setup: u64,
 }
 
+/// Where a load's forced failure was, as the kernel logged it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Place {
+    /// Every logged site in the slab caches' setup.
+    Setup,
+    /// A logged site outside it.
+    Elsewhere,
+    /// Not logged (__GFP_NOWARN): anywhere.
+    Silent,
+    /// No forced failure: the load made fewer allocations.
+    None,
+}
+
+/// The order of a load sweep. The slab caches' setup is one call, made
+/// first: every allocation between two that failed in it is in it too, so
+/// with a stride above 1 the sweep steps through the setup by that stride
+/// (its allocations are kmem_cache_create's own, ~80 per cache on the debug
+/// kernel), and as soon as a step lands anywhere else it goes back to the
+/// allocation after the last one seen in the setup and sweeps every one from
+/// there. A stride of 1 sweeps every allocation.
+struct SweepOrder {
+    stride: u64,
+    striding: bool,
+    /// The last allocation whose failure was logged in the setup.
+    last_in_setup: Option<u64>,
+    swept: BTreeSet<u64>,
+}
+
+impl SweepOrder {
+    fn new(stride: u64) -> Self {
+        SweepOrder {
+            stride: stride.max(1),
+            striding: stride > 1,
+            last_in_setup: None,
+            swept: BTreeSet::new(),
+        }
+    }
+
+    /// The allocation to fail next after #@n failed at @place; None when the
+    /// sweep is over.
+    fn next(&mut self, n: u64, place: Place) -> Option<u64> {
+        self.swept.insert(n);
+        let in_setup = self.striding && self.last_in_setup.is_some();
+        let next = match place {
+            Place::Setup => {
+                self.last_in_setup = Some(n);
+                n + if self.striding { self.stride } else { 1 }
+            }
+            Place::Silent => n + if in_setup { self.stride } else { 1 },
+            Place::Elsewhere | Place::None => {
+                self.striding = false;
+                match self.last_in_setup {
+                    // Stepped out of the setup: sweep the allocations skipped.
+                    Some(last) if in_setup && last + 1 < n => last + 1,
+                    _ if place == Place::None => return None,
+                    _ => n + 1,
+                }
+            }
+        };
+        Some((next..).find(|k| !self.swept.contains(k)).unwrap_or(next))
+    }
+}
+
 /// Loads the module with @params and allocation #N failing, for N = @first,
-/// @first + 1, ... until a load passes without a forced failure.
-fn sweep_init(params: &str, first: u64, problems: &mut Problems) -> Result<InitSweep, String> {
+/// @first + 1, ... until a load passes without a forced failure, stepping
+/// through the slab caches' setup by @stride (see [`SweepOrder`]).
+fn sweep_init(
+    params: &str,
+    first: u64,
+    stride: u64,
+    problems: &mut Problems,
+) -> Result<InitSweep, String> {
     if fs::metadata("/sys/module/nvidia_peermem").is_ok() {
         return Err("nvidia_peermem is loaded: --init loads it itself".into());
     }
@@ -445,9 +514,10 @@ fn sweep_init(params: &str, first: u64, problems: &mut Problems) -> Result<InitS
     let clients0 = get(&CORE.counters()?, "clients.live");
     let mut sites: BTreeSet<String> = BTreeSet::new();
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut hits, mut cache_setup) = (0u64, 0u64);
-    let mut past_setup = false;
-    for n in first.. {
+    let mut places: BTreeMap<u64, Place> = BTreeMap::new();
+    let mut order = SweepOrder::new(stride);
+    let mut next = Some(first);
+    while let Some(n) = next {
         set_fail_nth(n)?;
         let ret = finit_module(&ko, params);
         let hit = injected()?;
@@ -476,23 +546,23 @@ fn sweep_init(params: &str, first: u64, problems: &mut Problems) -> Result<InitS
                 "failed load with allocation #{n} failing left {clients} client(s) registered"
             ));
         }
+        let place = if !hit {
+            Place::None
+        } else if found.is_empty() {
+            Place::Silent
+        } else if found.iter().all(|s| s.starts_with(CACHE_SETUP)) {
+            Place::Setup
+        } else {
+            Place::Elsewhere
+        };
+        next = order.next(n, place);
         if !hit {
-            if !loaded {
+            if next.is_none() && !loaded {
                 problems.add(format!("load #{n} failed ({ret}) without a forced failure"));
             }
-            break;
+            continue;
         }
-        hits += 1;
-        // The setup's allocations come first, in one call: up to the last
-        // logged one in it, before any logged elsewhere, every allocation is
-        // in it (also those not logged, __GFP_NOWARN).
-        if !found.is_empty() && !past_setup {
-            if found.iter().all(|s| s.starts_with(CACHE_SETUP)) {
-                cache_setup = n;
-            } else {
-                past_setup = true;
-            }
-        }
+        places.insert(n, place);
         let outcome = if loaded {
             "loaded".to_string()
         } else {
@@ -504,8 +574,26 @@ fn sweep_init(params: &str, first: u64, problems: &mut Problems) -> Result<InitS
         }
         sites.extend(found);
     }
+    // The setup's allocations come first, in one call: up to the last logged
+    // one in it, before any logged elsewhere, every allocation is in it (also
+    // those not logged, __GFP_NOWARN).
+    let cache_setup = places
+        .iter()
+        .take_while(|(_, p)| **p != Place::Elsewhere)
+        .filter(|(_, p)| **p == Place::Setup)
+        .map(|(n, _)| *n)
+        .last()
+        .unwrap_or(0);
+    let last = places.keys().last().copied().unwrap_or(first);
+    let skipped = (last + 1 - first) - places.len() as u64;
     let figures = format!(
-        "module load ({params}): {hits} allocation fault sites from #{first}, {} distinct call sites [{}], outcomes: {}",
+        "module load ({params}): {} allocation fault sites from #{first}{}, {} distinct call sites [{}], outcomes: {}",
+        places.len(),
+        if skipped > 0 {
+            format!(" (every {stride}th in {CACHE_SETUP}: {skipped} not failed)")
+        } else {
+            String::new()
+        },
         sites.len(),
         sites.iter().cloned().collect::<Vec<_>>().join(", "),
         tally(&outcomes)
@@ -528,14 +616,15 @@ const SETUP_MARGIN: u64 = 40;
 fn sweep_loads(
     params: &str,
     then: Option<&str>,
+    stride: u64,
     problems: &mut Problems,
 ) -> Result<String, String> {
-    let first = sweep_init(params, 1, problems)?;
+    let first = sweep_init(params, 1, stride, problems)?;
     let Some(then) = then else {
         return Ok(first.figures);
     };
     let start = first.cache_setup.saturating_sub(SETUP_MARGIN).max(1);
-    let second = sweep_init(then, start, problems)?;
+    let second = sweep_init(then, start, stride, problems)?;
     if second.cache_setup == 0 {
         problems.add(format!(
             "load ({then}) from allocation #{start}: no forced failure in {CACHE_SETUP} before the \
@@ -550,13 +639,31 @@ fn sweep_loads(
 }
 
 pub fn run(args: &[String]) -> Result<String, Fail> {
-    let a = Args::split(args, &[], &["init", "then"])?;
-    a.expect(0, 0, "stress failslab [--init PARAMS [--then PARAMS]]")?;
+    let a = Args::split(args, &[], &["init", "then", "setup-stride"])?;
+    a.expect(
+        0,
+        0,
+        "stress failslab [--init PARAMS [--then PARAMS] [--setup-stride N]]",
+    )?;
     let mut problems = Problems::default();
     let then = a.options.get("then").map(String::as_str);
+    let stride = match a.options.get("setup-stride") {
+        None => 1,
+        Some(v) => match parse_u64(v) {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(Fail::Usage(format!(
+                    "--setup-stride: {v:?} is not a whole number of at least 1"
+                )))
+            }
+        },
+    };
     let figures = match a.options.get("init") {
-        Some(params) => sweep_loads(params, then, &mut problems),
+        Some(params) => sweep_loads(params, then, stride, &mut problems),
         None if then.is_some() => return Err(Fail::Usage("--then needs --init".into())),
+        None if a.options.contains_key("setup-stride") => {
+            return Err(Fail::Usage("--setup-stride needs --init".into()))
+        }
         None => sweep_registrations(&mut problems),
     };
     // Leave fault injection off whatever happened.
@@ -572,6 +679,88 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The allocations a sweep fails, for a load whose allocations are at
+    /// @places (#1 first; past the end: no forced failure).
+    fn sweep(places: &[Place], stride: u64) -> Vec<u64> {
+        let mut order = SweepOrder::new(stride);
+        let (mut failed, mut next) = (Vec::new(), Some(1));
+        while let Some(n) = next {
+            failed.push(n);
+            let place = places.get(n as usize - 1).copied().unwrap_or(Place::None);
+            next = order.next(n, place);
+        }
+        failed
+    }
+
+    #[test]
+    fn bad_stride_is_refused_before_anything_runs() {
+        let usage =
+            |args: &[&str]| match run(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()) {
+                Err(Fail::Usage(m)) => m,
+                _ => panic!("{args:?}: not a usage error"),
+            };
+        assert!(usage(&["--init", "", "--setup-stride", "0"]).contains("at least 1"));
+        assert!(usage(&["--init", "", "--setup-stride", "x"]).contains("\"x\""));
+        assert!(usage(&["--setup-stride", "8"]).contains("needs --init"));
+    }
+
+    #[test]
+    fn stride_one_sweeps_every_allocation() {
+        use Place::*;
+        let load = [Setup, Silent, Setup, Elsewhere, Silent];
+        assert_eq!(sweep(&load, 1), vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn stride_skips_only_inside_the_setup() {
+        use Place::*;
+        // 20 allocations in the setup (one not logged), then 3 elsewhere.
+        let mut load = vec![Setup; 20];
+        load[16] = Silent;
+        load.extend([Elsewhere, Silent, Elsewhere]);
+        let failed = sweep(&load, 8);
+        // 1 and 9 logged in the setup, 17 silent (still stepping), 25 past
+        // the end: back to the one after 9, then every one to the end.
+        let mut expected = vec![1, 9, 17, 25];
+        expected.extend((10..=24).filter(|n| *n != 17));
+        assert_eq!(failed, expected);
+    }
+
+    #[test]
+    fn a_silent_step_does_not_count_as_the_setup() {
+        use Place::*;
+        let mut load = vec![Setup; 8];
+        load.push(Silent);
+        load.extend([Elsewhere; 5]);
+        // 9 is not known to be in the setup: from 17 (past the end) back to
+        // 2, the one after the last logged in the setup.
+        let failed = sweep(&load, 8);
+        let mut expected = vec![1, 9, 17];
+        expected.extend((2..=8).chain(10..=15));
+        assert_eq!(failed, expected);
+    }
+
+    #[test]
+    fn stride_goes_back_when_it_lands_elsewhere() {
+        use Place::*;
+        let mut load = vec![Setup; 10];
+        load.extend(vec![Elsewhere; 10]);
+        let failed = sweep(&load, 4);
+        // 1, 5, 9 in the setup; 13 elsewhere: back to 10, then on from 14.
+        assert_eq!(
+            failed,
+            vec![1, 5, 9, 13, 10, 11, 12, 14, 15, 16, 17, 18, 19, 20, 21]
+        );
+    }
+
+    #[test]
+    fn no_stride_before_the_setup_is_seen() {
+        use Place::*;
+        // Silent allocations first: not known to be in the setup.
+        let load = [Silent, Silent, Setup, Setup, Setup, Setup, Elsewhere];
+        assert_eq!(sweep(&load, 3), vec![1, 2, 3, 6, 9, 7, 8]);
+    }
 
     #[test]
     fn sites_from_the_log() {
