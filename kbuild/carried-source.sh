@@ -10,7 +10,13 @@
 # Usage:
 #   carried-source.sh DEST            DEST/ gets rust/..., scripts/..., the licences
 #   carried-source.sh --verify DIR    exit 0 when DIR holds exactly the pinned files
+#                                     and its minimum rustc and bindgen are the pin's
 #   carried-source.sh --sum DIR       print DIR's checksum (to pin a new release)
+#
+# The pin also names the oldest rustc and bindgen the release builds with
+# (CARRIED_RUSTC_MIN, CARRIED_BINDGEN_MIN: rust-toolchain.sh and the doctor
+# read them there); both the fetch and --verify stop, saying so, where the
+# sources' scripts/min-tool-version.sh names others.
 #
 # The package comes from a provisioned 7.x tree in the cache when one is of
 # the pinned release, else from the Debian archive through the trixie root
@@ -30,15 +36,36 @@ tree_sum() { # $1 = dir: sha256 over the sorted names and contents of its files
 	(cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 }
 
+# check_minima DIR: the pin's minimum rustc and bindgen are the ones DIR's
+# scripts/min-tool-version.sh names (for x86_64, as the build uses it).
+check_minima() {
+	local tool var pinned have
+	for tool in rustc bindgen; do
+		var=CARRIED_${tool^^}_MIN
+		pinned=${!var:-}
+		have=$(SRCARCH=x86 ARCH=x86_64 sh "$1/scripts/min-tool-version.sh" "$tool" 2>/dev/null) || have=
+		if [ "$have" != "$pinned" ]; then
+			echo "carried-source: kbuild/carried.pin has $var=${pinned:-(none)}, but the pinned sources'" \
+				"scripts/min-tool-version.sh names $tool ${have:-(nothing)}: set $var=$have in kbuild/carried.pin" >&2
+			return 1
+		fi
+	done
+}
+
 case ${1:-} in
 --sum) tree_sum "$2"; exit 0 ;;
---verify) [ -d "$2" ] && [ "$(tree_sum "$2")" = "$CARRIED_SHA256" ]; exit ;;
+--verify)
+	[ -d "$2" ] && [ "$(tree_sum "$2")" = "$CARRIED_SHA256" ] || exit 1
+	check_minima "$2"
+	exit
+	;;
 "" | -*) echo "usage: carried-source.sh DEST | --verify DIR | --sum DIR" >&2; exit 2 ;;
 esac
 dest=$1
 
 if [ -d "$dest" ] && [ "$(tree_sum "$dest")" = "$CARRIED_SHA256" ]; then
-	exit 0
+	check_minima "$dest"
+	exit
 fi
 
 # shellcheck source=scripts/lib.sh
@@ -68,4 +95,5 @@ if [ ! -d "$cached" ] || [ "$(tree_sum "$cached")" != "$CARRIED_SHA256" ]; then
 		die "carried-source: $(basename "$deb") does not hold the pinned sources (sha256 $have, pinned $CARRIED_SHA256)"
 	rm -rf "$cached" && mv "$tmp/$top" "$cached" && rm -rf "$tmp"
 fi
+check_minima "$cached" || exit 1
 rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && cp -r "$cached" "$dest"

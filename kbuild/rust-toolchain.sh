@@ -4,23 +4,26 @@
 # rust-toolchain.sh: checks the toolchain carried mode needs (any rustc the
 # pinned crates support, its rust-src, bindgen and libclang) and names the
 # packages that provide it on this distribution. Exit 0 ready, 1 with the
-# list of what is missing.
+# list of what is missing. The minima are kbuild/carried.pin's
+# (carried-source.sh holds them to the pinned sources' min-tool-version.sh).
 #
-# Usage: rust-toolchain.sh [CARRIED_SRC]   (default: carried-src or build/carried-src)
+# Usage: rust-toolchain.sh
 # Env: RUSTC, BINDGEN (default rustc, bindgen); OS_RELEASE (default /etc/os-release).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-src=${1:-}
-[ -n "$src" ] || for d in "$top/carried-src" "$top/build/carried-src"; do [ -d "$d" ] && { src=$d; break; }; done
 rustc=${RUSTC:-rustc}
 bindgen=${BINDGEN:-bindgen}
 
-min() { SRCARCH=x86 ARCH=x86_64 sh "$src/scripts/min-tool-version.sh" "$1" 2>/dev/null; }
 # version_ge A B: A >= B for dotted versions.
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 
-rustc_min=$(min rustc) bindgen_min=$(min bindgen)
-[ -n "$rustc_min" ] && [ -n "$bindgen_min" ] || { echo "rust-toolchain: no pinned Rust sources in '${src:-carried-src}'" >&2; exit 1; }
+# shellcheck source=kbuild/carried.pin
+. "$top/kbuild/carried.pin"
+rustc_min=${CARRIED_RUSTC_MIN:-} bindgen_min=${CARRIED_BINDGEN_MIN:-}
+if [ -z "$rustc_min" ] || [ -z "$bindgen_min" ]; then
+	echo "rust-toolchain: $top/kbuild/carried.pin names no CARRIED_RUSTC_MIN or CARRIED_BINDGEN_MIN" >&2
+	exit 1
+fi
 
 missing=
 rv=$("$rustc" --version 2>/dev/null | awk '{print $2}')
@@ -36,7 +39,14 @@ elif ! "$bindgen" --version >/dev/null 2>&1 || ! echo 'int x;' | "$bindgen" /dev
 fi
 [ -z "$missing" ] && exit 0
 
-. "${OS_RELEASE:-/etc/os-release}" 2>/dev/null || ID=unknown
+# A missing os-release is no error: the packages are named without a distribution.
+os_release=${OS_RELEASE:-/etc/os-release}
+if [ -r "$os_release" ]; then
+	# shellcheck disable=SC1090 # os-release, or the tests' stand-in
+	. "$os_release"
+else
+	ID=unknown
+fi
 case "${ID:-}:${VERSION_ID:-}" in
 debian:12) pkgs="rustc-web rust-web-src libclang-dev; bindgen $bindgen_min is not in Debian 12: cargo install --locked bindgen-cli@$bindgen_min" ;;
 debian:*) pkgs="rustc rust-src bindgen libclang-dev" ;;

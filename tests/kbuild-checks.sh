@@ -40,6 +40,15 @@ check mode-other-rustc 0 "its crates were built by 'rustc 1\.85" env RUSTC=/bin/
 # The pinned sources: a changed file is refused and the copy left as it was.
 cp -r build/carried-src "$tmp/src"
 check source-verified 0 '' kbuild/carried-source.sh --verify "$tmp/src"
+# The pin's minimum rustc and bindgen are the sources' own: a stale one (in
+# a copy of kbuild/) is refused, naming the value to pin; rust-toolchain.sh
+# reads the pin's.
+mkdir -p "$tmp/top" && cp -r kbuild "$tmp/top/"
+sed -i 's/^CARRIED_RUSTC_MIN=.*/CARRIED_RUSTC_MIN=1.86.0/' "$tmp/top/kbuild/carried.pin"
+check source-stale-minimum 1 'CARRIED_RUSTC_MIN=1\.86\.0, but .* names rustc 1\.85\.0: set CARRIED_RUSTC_MIN=1\.85\.0' \
+	"$tmp/top/kbuild/carried-source.sh" --verify "$tmp/src"
+check toolchain-minimum-pinned 1 'needs: rustc>=1\.86\.0' \
+	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE=/nonexistent "$tmp/top/kbuild/rust-toolchain.sh"
 echo '// changed' >>"$tmp/src/rust/kernel/sync.rs"
 before=$(sha256sum "$tmp/src/rust/kernel/sync.rs")
 check source-changed-refused 1 '' kbuild/carried-source.sh --verify "$tmp/src"
@@ -49,12 +58,13 @@ check source-usage 2 'usage: carried-source.sh' kbuild/carried-source.sh --bogus
 # The toolchain: what is missing is named with the packages to install.
 printf 'ID=debian\nVERSION_ID=12\nPRETTY_NAME="Debian 12"\n' >"$tmp/os-release"
 check toolchain-no-bindgen 1 'needs:.*bindgen>=0\.71\.1' \
-	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh build/carried-src
+	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
 check toolchain-debian12-names 1 'install: rustc-web rust-web-src .*cargo install --locked bindgen-cli@0\.71\.1' \
-	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh build/carried-src
+	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
 check toolchain-no-rustc 1 'needs: rustc>=1\.85\.0' \
-	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh build/carried-src
-check toolchain-no-sources 1 'no pinned Rust sources' kbuild/rust-toolchain.sh "$tmp/none"
+	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
+check toolchain-no-os-release 1 'on this system install: rustc >= 1\.85\.0 with its rust-src, bindgen >= 0\.71\.1, libclang' \
+	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/none" kbuild/rust-toolchain.sh
 
 # The build itself refuses without the pinned sources, before any compiling.
 check build-no-carried-src 2 'carried mode needs the pinned Rust sources in /nonexistent' \

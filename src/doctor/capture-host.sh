@@ -73,7 +73,7 @@ ls -la /sys/firmware/efi /sys/kernel/security /sys/kernel/mm/memory_peers >"$t/s
 
 # Modules and their configuration.
 mods=/lib/modules/$krel
-copy "$mods/modules.dep" /boot/config-"$krel" "$mods/build/.config"
+copy "$mods/modules.dep" /boot/config-"$krel" "$mods/build/.config" "$mods/build/include/config/auto.conf"
 find "$mods" -maxdepth 2 >"$t/lib-modules" 2>&1
 find "$mods" \( -name '*peermem*' -o -name 'nv_peer_mem*' \) >"$t/peermem-files" 2>/dev/null
 for ko in $(cat "$t/peermem-files"); do
@@ -95,7 +95,9 @@ tool uname uname -a
 tool id id
 tool path sh -c 'echo "$PATH"; for p in cargo rustc bindgen zcat gzip mokutil lspci nvidia-smi modinfo modprobe dkms; do printf "%s: %s\n" $p "$(command -v $p)"; done'
 tool rustc rustc --version
+tool rustc-sysroot rustc --print sysroot
 tool bindgen bindgen --version
+tool bindgen-verbose bindgen --version --verbose
 tool lspci-nn lspci -nn
 for g in $(lspci -D -d 10de: 2>/dev/null | cut -d' ' -f1); do tool "lspci-vv-$g" lspci -vv -s "$g"; done
 tool nvidia-smi-q nvidia-smi -q

@@ -189,7 +189,8 @@ SRPM=out/nvidia_peer_memory-$V-1.src.rpm
 insh build_module-deb "cd src && ./build_module.sh --out /build/out >/dev/null && test -s ../$ORIG"
 insh orig-contents "tar -tzf $ORIG >/tmp/orig.lst
 	for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs scripts/rust-headers.sh packaging/nv_peer_mem.sh rpm/nvidia_peer_memory.spec \
-		Cargo.toml Cargo.lock src/doctor/Cargo.toml src/doctor/src/main.rs src/doctor/nvidia-peermem-doctor.1 tests/tool/Cargo.toml; do
+		Cargo.toml Cargo.lock src/doctor/Cargo.toml src/doctor/src/main.rs src/doctor/nvidia-peermem-doctor.1 tests/tool/Cargo.toml \
+		kbuild/carried.pin; do
 		grep -qx nvidia-peer-memory-$V/\$f /tmp/orig.lst || { echo missing \$f; exit 1; }; done
 	! grep -Ev '^nvidia-peer-memory-$V/' /tmp/orig.lst
 	! grep '^nvidia-peer-memory-$V/tests/.' /tmp/orig.lst | grep -v '^nvidia-peer-memory-$V/tests/tool/'

@@ -4,17 +4,19 @@
 //! `nvidia_peermem` the way the troubleshooting guides do by hand.
 //!
 //! It reads files (sysfs, procfs, `/boot`, `/lib/modules`, `/etc`), all
-//! below a root directory, and runs only `rustc --version` and
-//! `bindgen --version`, so it runs on a busybox-only system and against
-//! fixture trees in tests. Layers, from the bottom: [`root`] (file access)
-//! and [`inflate`] (gzip), [`pci`] and [`bars`], [`kmod`], [`kconfig`],
-//! [`signing`], [`toolchain`] and [`topology`] (facts), [`checks`]
-//! (verdicts), [`report`], [`output`] and [`prometheus`] (rendering).
+//! below a root directory, and runs only `rustc` and `bindgen`, to ask
+//! what they are ([`toolchain`]), so it runs on a busybox-only system and
+//! against fixture trees in tests. Layers, from the bottom: [`root`] (file
+//! access) and [`inflate`] (gzip), [`pci`] and [`bars`], [`kmod`],
+//! [`kconfig`], [`signing`], [`toolchain`], [`carried`] and [`topology`]
+//! (facts), [`checks`] (verdicts), [`report`], [`output`] and
+//! [`prometheus`] (rendering).
 
 // Only `cuda` calls C (libcuda through dlopen), with SAFETY comments.
 #![deny(unsafe_code)]
 
 pub mod bars;
+pub mod carried;
 pub mod checks;
 pub mod cuda;
 pub mod elf;

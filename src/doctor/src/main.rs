@@ -20,7 +20,8 @@ usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus] [--verbose]
        nvidia-peermem-doctor --cuda-probe
 
 Checks this host for GPUDirect RDMA with nvidia_peermem: whether the kernel can
-host it (modules, Rust, toolchain, headers, signing), the module, conflicting
+host it (modules, the way a build gets its Rust support and what that lacks:
+toolchain, headers; signing), the module, conflicting
 modules, the NVIDIA driver, the RDMA core's peer-memory API, RDMA devices, the
 PCIe path between GPUs and NICs, ACS, the IOMMU, BAR1 and what NCCL/UCX detect;
 then which path jobs take: dma-buf or peer memory, the path NCCL computes per

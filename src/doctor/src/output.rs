@@ -152,6 +152,7 @@ pub fn facts(f: &Facts) -> Value {
         "kernel": {
             "config": k.config,
             "rust": k.rust,
+            "rust_mode": k.rust_mode,
             "modversions": k.modversions,
             "modules_disabled": k.modules_disabled,
             "signatures_enforced": k.signatures_enforced,

@@ -135,6 +135,8 @@ pub struct KernelFacts {
     pub config: Option<String>,
     /// `CONFIG_RUST`.
     pub rust: Option<bool>,
+    /// How a build gets the kernel's Rust support: `kernel` or `carried`.
+    pub rust_mode: Option<String>,
     /// `CONFIG_MODVERSIONS`.
     pub modversions: Option<bool>,
     /// `/proc/sys/kernel/modules_disabled`.

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! The Rust toolchain on `PATH`: which `rustc` and `bindgen` a build of
-//! the module would run, and what `--version` they print. These two
-//! `--version` runs are the only programs the doctor starts; the
+//! the module would run, and what they say about themselves. They are the
+//! only programs the doctor starts, and only with arguments that read and
+//! change nothing: `--version` of both, and for carried mode
+//! `rustc --print sysroot` (where its `rust-src` belongs) and
+//! `bindgen --version --verbose` (whether bindgen loads libclang). The
 //! programs are looked for below the root, so a fixture's stand-ins
 //! answer in tests.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::root::Root;
@@ -60,8 +64,62 @@ pub fn find(root: &Root, dirs: &[String], name: &str) -> Option<Found> {
 
 /// The first line `program --version` prints, run from `/` (so no
 /// directory override of rustup applies) with stdin closed.
-fn version(program: &std::path::Path) -> Result<String, String> {
-    let mut child = spawn(program).map_err(|e| format!("cannot run it: {e}"))?;
+fn version(program: &Path) -> Result<String, String> {
+    let (status, out) = run(program, &["--version"])?;
+    let first = out.lines().next().unwrap_or("").trim().to_string();
+    match (status.success(), first.is_empty()) {
+        (true, false) => Ok(first),
+        (true, true) => Err("--version printed nothing".to_string()),
+        (false, _) => Err(format!("--version failed ({status})")),
+    }
+}
+
+/// Where `rustc --print sysroot` says its sysroot is (the rustc at
+/// `found`, below the root); its `rust-src` is below it.
+pub fn sysroot(root: &Root, found: &Found) -> Result<String, String> {
+    let program = root
+        .host_path(&found.path)
+        .ok_or_else(|| format!("{} is gone", found.path))?;
+    let (status, out) = run(&program, &["--print", "sysroot"])?;
+    let first = out.lines().next().unwrap_or("").trim();
+    match (status.success(), first.starts_with('/')) {
+        (true, true) => Ok(first.to_string()),
+        (true, false) => Err(format!(
+            "--print sysroot printed '{first}', not a directory"
+        )),
+        (false, _) => Err(format!("--print sysroot failed ({status})")),
+    }
+}
+
+/// The `Clang: ...` line of `bindgen --version --verbose`: bindgen-cli
+/// prints it only with `--verbose`, after loading libclang, and panics
+/// where it cannot load one (bindgen 0.71.1, bindgen/options/cli.rs:
+/// `if verbose { println!("Clang: {}", crate::clang_version().full); }`;
+/// bindgen/lib.rs: `clang_sys::load().expect("Unable to find libclang")`;
+/// the same from 0.60 to today's).
+pub fn clang(root: &Root, found: &Found) -> Result<String, String> {
+    let program = root
+        .host_path(&found.path)
+        .ok_or_else(|| format!("{} is gone", found.path))?;
+    let (status, out) = run(&program, &["--version", "--verbose"])?;
+    let line = out
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("Clang:"))
+        .map(str::to_string);
+    match (status.success(), line) {
+        (true, Some(line)) => Ok(line),
+        (true, None) => Err("--version --verbose printed no Clang: line".to_string()),
+        (false, _) => Err(format!(
+            "--version --verbose failed ({status}), as bindgen does where it cannot load libclang"
+        )),
+    }
+}
+
+/// Runs `program args` from `/` with stdin closed, for at most [`TIMEOUT`]:
+/// its exit status and what it printed on stdout.
+fn run(program: &Path, args: &[&str]) -> Result<(ExitStatus, String), String> {
+    let mut child = spawn(program, args).map_err(|e| format!("cannot run it: {e}"))?;
     let start = Instant::now();
     // Polls from 1 ms up to 64 ms apart: a stand-in answers in a few ms, rustc in tens.
     let mut pause = Duration::from_millis(1);
@@ -76,7 +134,8 @@ fn version(program: &std::path::Path) -> Result<String, String> {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
-                    "no answer to --version within {} s",
+                    "no answer to {} within {} s",
+                    args.join(" "),
                     TIMEOUT.as_secs()
                 ));
             }
@@ -86,21 +145,16 @@ fn version(program: &std::path::Path) -> Result<String, String> {
     if let Some(mut stdout) = child.stdout.take() {
         let _ = stdout.read_to_string(&mut out);
     }
-    let first = out.lines().next().unwrap_or("").trim().to_string();
-    match (status.success(), first.is_empty()) {
-        (true, false) => Ok(first),
-        (true, true) => Err("--version printed nothing".to_string()),
-        (false, _) => Err(format!("--version failed ({status})")),
-    }
+    Ok((status, out))
 }
 
-/// Starts `program --version`; a file just written may be busy for a moment
+/// Starts `program args`; a file just written may be busy for a moment
 /// (another thread's fork holding it open), so that is tried again.
-fn spawn(program: &std::path::Path) -> std::io::Result<std::process::Child> {
+fn spawn(program: &Path, args: &[&str]) -> std::io::Result<std::process::Child> {
     let mut tries = 0;
     loop {
         let started = Command::new(program)
-            .arg("--version")
+            .args(args)
             .current_dir("/")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -174,6 +228,67 @@ mod tests {
         let silent = find(&root, &dirs, "silent").expect("silent");
         assert_eq!(silent.version, Err("--version printed nothing".to_string()));
         assert_eq!(find(&root, &dirs, "cargo"), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Carried mode's two questions: the sysroot rustc prints, and the
+    /// Clang line bindgen prints where it loads libclang; each other
+    /// answer said for what it is.
+    #[test]
+    fn sysroot_and_clang() {
+        let dir = std::env::temp_dir().join(format!("peermem-doctor-tc2-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let script = |path: &str, body: &str| {
+            let p = dir.join(path);
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
+        };
+        // Real rustc and bindgen answer each argument; these too.
+        script(
+            "a/rustc",
+            "case \"$*\" in '--print sysroot') echo /usr ;; *) echo 'rustc 1.85.1' ;; esac",
+        );
+        script(
+            "a/bindgen",
+            "echo 'bindgen 0.71.1'; [ \"$*\" = '--version --verbose' ] && echo 'Clang: Debian clang version 19.1.7'",
+        );
+        // bindgen without libclang: its version line, then a panic (exit 101).
+        script(
+            "b/bindgen",
+            "echo 'bindgen 0.71.1'; [ \"$*\" = '--version' ] || exit 101",
+        );
+        script("b/rustc", "echo 'rustc 1.85.1'");
+        script("c/bindgen", "echo 'bindgen 0.71.1'");
+        script(
+            "c/rustc",
+            "[ \"$*\" = '--version' ] && echo 'rustc 1.85.1' || exit 1",
+        );
+        let root = Root::new(&dir).expect("root");
+        let found =
+            |d: &str, name: &str| find(&root, &[format!("/{d}")], name).expect("a stand-in");
+        assert_eq!(sysroot(&root, &found("a", "rustc")), Ok("/usr".to_string()));
+        assert_eq!(
+            clang(&root, &found("a", "bindgen")),
+            Ok("Clang: Debian clang version 19.1.7".to_string())
+        );
+        assert_eq!(
+            sysroot(&root, &found("b", "rustc")),
+            Err("--print sysroot printed 'rustc 1.85.1', not a directory".to_string())
+        );
+        assert_eq!(
+            clang(&root, &found("b", "bindgen")),
+            Err("--version --verbose failed (exit status: 101), as bindgen does where it cannot load libclang"
+                .to_string())
+        );
+        assert_eq!(
+            clang(&root, &found("c", "bindgen")),
+            Err("--version --verbose printed no Clang: line".to_string())
+        );
+        assert_eq!(
+            sysroot(&root, &found("c", "rustc")),
+            Err("--print sysroot failed (exit status: 1)".to_string())
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -84,17 +84,6 @@ pub(crate) fn bundled(ctx: &Ctx<'_>) -> Check {
         .filter(|f| f.name == MODULE)
         .map(|f| f.rel.clone())
         .collect();
-    if !nvidia.is_empty() && ctx.rust_off() {
-        let names: Vec<String> = nvidia.iter().map(|f| f.rel.clone()).collect();
-        return Check::info(
-            ID,
-            format!(
-                "NVIDIA's bundled peermem is installed ({}): on a kernel without Rust it is the one to use",
-                list(&names)
-            ),
-        )
-        .detail(detail);
-    }
     if !shadowing.is_empty() {
         let chosen = target.as_ref().filter(|t| shadowing.contains(t)).map_or(
             "competes with this module for the name nvidia_peermem",
@@ -170,16 +159,7 @@ pub(crate) fn modprobe(ctx: &Ctx<'_>) -> Check {
                     .filter(|m| is_peermem_name(m) && m.as_str() != MODULE)
                     .cloned()
                     .collect();
-                if !others.is_empty() && ctx.rust_off() {
-                    keep(Check::info(
-                        ID,
-                        format!(
-                            "{}: `modprobe nvidia-peermem` loads {}, NVIDIA's, the one a kernel without Rust can have",
-                            rule.file,
-                            list(&others)
-                        ),
-                    ));
-                } else if !others.is_empty() {
+                if !others.is_empty() {
                     keep(Check::fail(
                         ID,
                         format!(

@@ -5,6 +5,7 @@
 //! checks' sentences.
 
 use super::kernel::MODULES_DISABLED;
+use super::rust_mode::Mode;
 use super::{Ctx, MODULE};
 use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::report::{Facts, KernelFacts, ModuleFacts};
@@ -85,6 +86,13 @@ fn kernel(ctx: &Ctx<'_>) -> KernelFacts {
     KernelFacts {
         config: config.map(|c| c.source.clone()),
         rust: config.map(|c| c.enabled("CONFIG_RUST")),
+        rust_mode: ctx.rust.as_ref().map(|r| {
+            match r.mode {
+                Mode::Kernel => "kernel",
+                Mode::Carried(_) => "carried",
+            }
+            .to_string()
+        }),
         modversions: config.map(|c| c.enabled("CONFIG_MODVERSIONS")),
         modules_disabled: match ctx.root.read_attr(MODULES_DISABLED).as_deref() {
             Some("0") => Some(false),

@@ -1,24 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
-//! Can this kernel host the module? It must load modules, have Rust, and
-//! a build needs the exact toolchain it names and its compiled Rust crates;
-//! where it enforces signatures, the module must be signed.
+//! Can this kernel host the module? It must load modules; a build needs
+//! its headers and, by the way it gets the kernel's Rust support (kernel
+//! or carried mode, `rust_mode`), the kernel's compiled Rust crates and
+//! the exact toolchain it names, or carried mode's toolchain; where it
+//! enforces signatures, the module must be signed.
 
+use super::rust_mode::{Mode, RustMode, Why};
 use super::{list, Ctx, MODULE};
+use crate::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
 use crate::kconfig::KConfig;
 use crate::kmod::{modules_dir, Origin};
-use crate::report::{Check, Status};
+use crate::report::Check;
 use crate::signing::{self, ModSig};
-use crate::toolchain;
+use crate::toolchain::Found;
 
 /// The switch that turns module loading off until the next boot.
 pub const MODULES_DISABLED: &str = "/proc/sys/kernel/modules_disabled";
-
-/// What a Rust-less kernel can have instead.
-const RUST_OFF_FIX: &str = "boot a kernel built with Rust (CONFIG_RUST=y): Debian: a 7.x kernel from \
-     trixie-backports (`apt-get install -t trixie-backports linux-image-amd64 linux-headers-amd64`); \
-     Ubuntu: the generic or HWE kernel (`apt install linux-generic-hwe-24.04`), not linux-nvidia; \
-     or use NVIDIA's own C nvidia-peermem, part of the driver (`modprobe nvidia-peermem`)";
 
 /// Files an out-of-tree Rust module links against (as `scripts/rust-headers.sh` checks).
 const RUST_BUILD_FILES: [&str; 3] = [
@@ -40,18 +38,25 @@ fn ours_present(ctx: &Ctx<'_>) -> bool {
         || ctx.files.iter().any(|f| f.origin == Origin::Ours)
 }
 
-/// A line about what blocks a build: WARN when the module is already
-/// there (only a rebuild fails, as the summary then says), FAIL when it
-/// cannot be had at all.
+/// A line about what blocks a build: WARN when a module is already
+/// there (this one, so only a rebuild fails, as the summary then says; or
+/// NVIDIA's, which works meanwhile), FAIL when none can be had at all.
 fn build_blocked(ctx: &Ctx<'_>, id: &'static str, summary: String, fix: String) -> Check {
-    if !ours_present(ctx) {
-        return Check::fail(id, summary, fix);
+    if ours_present(ctx) {
+        return Check::warn(
+            id,
+            format!("{summary}; the installed {MODULE} works, but no rebuild can (DKMS after a driver or OFED upgrade)"),
+            fix,
+        );
     }
-    Check::warn(
-        id,
-        format!("{summary}; the installed {MODULE} works, but no rebuild can (DKMS after a driver or OFED upgrade)"),
-        fix,
-    )
+    if ctx.loaded_is_nvidias() {
+        return Check::warn(
+            id,
+            format!("{summary}; NVIDIA's own {MODULE} is loaded and works meanwhile"),
+            fix,
+        );
+    }
+    Check::fail(id, summary, fix)
 }
 
 /// Whether module loading is off: no `CONFIG_MODULES`, or `modules_disabled` set.
@@ -127,12 +132,14 @@ fn config_detail(ctx: &Ctx<'_>) -> Vec<String> {
     detail
 }
 
-/// `kernel.rust`: is the kernel built with Rust, and which modversions does it use?
+/// `kernel.rust`: how a build gets the kernel's Rust support (kernel or
+/// carried mode, and why), what that mode still lacks, and which
+/// modversions the kernel uses.
 pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
     const ID: &str = "kernel.rust";
     let kernel = kernel_name(ctx);
     let mut detail = config_detail(ctx);
-    let Some(c) = ctx.config() else {
+    let (Some(c), Some(rm)) = (ctx.config(), ctx.rust.as_ref()) else {
         return Check::info(
             ID,
             format!("the configuration of {kernel} is unreadable: whether a Rust module can be built for it is unknown"),
@@ -152,55 +159,59 @@ pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
     ] {
         detail.push(c.show(option));
     }
-    if !c.enabled("CONFIG_RUST") {
-        let why = if c.get("CONFIG_RUSTC_VERSION") == Some("0") {
-            "; no rustc was found when it was configured"
+    let modversions = c.enabled("CONFIG_MODVERSIONS").then(|| {
+        let crcs = if c.enabled("CONFIG_GENDWARFKSYMS") {
+            "symbol CRCs from DWARF (gendwarfksyms)"
+        } else {
+            "symbol CRCs from genksyms"
+        };
+        let extended = if c.enabled("CONFIG_EXTENDED_MODVERSIONS") {
+            ", extended modversions"
         } else {
             ""
         };
-        let status = if ctx.loaded_is_nvidias() {
-            Status::Warn
-        } else {
-            Status::Fail
-        };
-        return Check::new(
-            ID,
-            status,
-            format!("{kernel} is built without Rust (CONFIG_RUST is not set{why}): no Rust module, {MODULE} included, can be built for it"),
-        )
-        .fix(RUST_OFF_FIX)
-        .detail(detail);
-    }
-    let rustc = c
-        .get("CONFIG_RUSTC_VERSION_TEXT")
-        .map_or("rustc unnamed".to_string(), |t| {
-            format!("rustc {}", version_number(t))
-        });
-    if !c.enabled("CONFIG_MODVERSIONS") {
-        return Check::ok(
-            ID,
-            format!("{kernel} is built with Rust ({rustc}), without MODVERSIONS"),
-        )
-        .detail(detail);
-    }
-    let crcs = if c.enabled("CONFIG_GENDWARFKSYMS") {
-        "symbol CRCs from DWARF (gendwarfksyms)"
-    } else {
-        "symbol CRCs from genksyms"
+        format!("MODVERSIONS ({crcs}{extended})")
+    });
+    let summary = match &rm.mode {
+        Mode::Kernel => {
+            let rustc = c
+                .get("CONFIG_RUSTC_VERSION_TEXT")
+                .map_or("rustc unnamed".to_string(), |t| {
+                    format!("rustc {}", version_number(t))
+                });
+            let built = match &modversions {
+                None => format!("{kernel} is built with Rust ({rustc}), without MODVERSIONS"),
+                Some(m) => format!("{kernel} is built with Rust ({rustc}) and {m}"),
+            };
+            format!("{built}: kernel mode (the kernel's own compiled Rust crates)")
+        }
+        Mode::Carried(why) => format!(
+            "{kernel} gets carried mode (the Rust support of Linux {LINUX} built into the module): {}; {}",
+            why.text(),
+            modversions
+                .as_ref()
+                .map_or("without MODVERSIONS".to_string(), |m| format!("with {m}"))
+        ),
     };
-    let extended = if c.enabled("CONFIG_EXTENDED_MODVERSIONS") {
-        ", extended modversions"
-    } else {
-        ""
-    };
-    let summary =
-        format!("{kernel} is built with Rust ({rustc}) and MODVERSIONS ({crcs}{extended})");
-    if ctx.ours.is_some() && !ctx.loaded_is_nvidias() {
+    let Toolchain { mut lacks, fix, .. } = toolchain_state(ctx, c, rm);
+    let mut fixes = Vec::new();
+    if !lacks.is_empty() {
+        fixes.push(fix);
+    }
+    if let Some((what, fix)) = headers_state(ctx, rm).lack(rm) {
+        lacks.push(what);
+        fixes.push(fix);
+    }
+    if !lacks.is_empty() {
+        let summary = format!("{summary}; it lacks {}", list(&lacks));
+        return build_blocked(ctx, ID, summary, fixes.join("; ")).detail(detail);
+    }
+    if modversions.is_none() || (ctx.ours.is_some() && !ctx.loaded_is_nvidias()) {
         return Check::ok(ID, summary).detail(detail);
     }
     Check::warn(
         ID,
-        format!("{summary}: the build needs the real Module.symvers of the NVIDIA driver and of OFED"),
+        format!("{summary}; with MODVERSIONS the build needs the real Module.symvers of the NVIDIA driver and of OFED"),
         format!(
             "build with `make KDIR=/lib/modules/{}/build NVPM_EXTRA_SYMBOLS=\"<the NVIDIA driver's Module.symvers> \
              <OFED's, e.g. /usr/src/ofa_kernel/x86_64/<release>/Module.symvers>\"`; without them the build stops \
@@ -211,19 +222,18 @@ pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
     .detail(detail)
 }
 
-/// The configuration when it has Rust, or the INFO line that says why a
-/// check about building does not apply.
-fn rust_config<'a>(ctx: &'a Ctx<'_>, id: &'static str) -> Result<&'a KConfig, Check> {
-    match ctx.config() {
-        None => Err(Check::info(
+/// The configuration and the build's mode, or the INFO line that says why
+/// a check about building cannot tell.
+fn build_inputs<'a>(
+    ctx: &'a Ctx<'_>,
+    id: &'static str,
+) -> Result<(&'a KConfig, &'a RustMode), Check> {
+    match (ctx.config(), ctx.rust.as_ref()) {
+        (Some(c), Some(rm)) => Ok((c, rm)),
+        _ => Err(Check::info(
             id,
             "not checked: the kernel configuration is unreadable (kernel.rust)",
         )),
-        Some(c) if !c.enabled("CONFIG_RUST") => Err(Check::info(
-            id,
-            "not checked: the kernel has no Rust (kernel.rust)",
-        )),
-        Some(c) => Ok(c),
     }
 }
 
@@ -248,43 +258,101 @@ fn toolchain_fix(rustc: &str, bindgen: &str) -> String {
     )
 }
 
-/// `kernel.toolchain`: are the rustc and bindgen the kernel names on PATH?
-pub(crate) fn toolchain(ctx: &Ctx<'_>) -> Check {
-    const ID: &str = "kernel.toolchain";
-    let c = match rust_config(ctx, ID) {
-        Ok(c) => c,
-        Err(check) => return check,
-    };
-    let rustc = on_path(ctx, c, "rustc", "CONFIG_RUSTC_VERSION_TEXT");
-    let bindgen = on_path(ctx, c, "bindgen", "CONFIG_BINDGEN_VERSION_TEXT");
-    let detail: Vec<String> = rustc
-        .detail
-        .iter()
-        .chain(&bindgen.detail)
-        .cloned()
-        .collect();
-    let wrong: Vec<String> = [&rustc, &bindgen]
+/// The toolchain on PATH against what the build's mode needs.
+struct Toolchain {
+    /// What is missing or wrong, each in a few words.
+    lacks: Vec<String>,
+    /// The summary line: what is there, or what lacks.
+    summary: String,
+    /// How to get what lacks.
+    fix: String,
+    /// The programs and what they said.
+    detail: Vec<String>,
+}
+
+/// Kernel mode: the exact rustc and bindgen the kernel names. Carried
+/// mode: rustc and bindgen from the pinned minima, rust-src, libclang.
+fn toolchain_state(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> Toolchain {
+    if let Some(t) = &rm.carried {
+        let lacks: Vec<String> = t.missing.iter().map(|(_, what)| what.clone()).collect();
+        let summary = if lacks.is_empty() {
+            let clang = t.clang.as_deref().unwrap_or("?");
+            format!(
+                "carried mode's toolchain is on PATH: rustc {} with its rust-src, bindgen {} with libclang ({}), \
+                 at least the rustc {} and bindgen {} it needs",
+                show(t.rustc),
+                show(t.bindgen),
+                clang.strip_prefix("Clang:").unwrap_or(clang).trim(),
+                RUSTC_MIN,
+                BINDGEN_MIN
+            )
+        } else {
+            format!(
+                "carried mode (kernel.rust) needs what PATH lacks: {}",
+                list(&lacks)
+            )
+        };
+        return Toolchain {
+            lacks,
+            summary,
+            fix: t.fix(),
+            detail: t.detail.clone(),
+        };
+    }
+    let rustc = on_path(
+        ctx,
+        c,
+        rm.rustc.as_ref(),
+        "rustc",
+        "CONFIG_RUSTC_VERSION_TEXT",
+    );
+    let bindgen = on_path(
+        ctx,
+        c,
+        rm.bindgen.as_ref(),
+        "bindgen",
+        "CONFIG_BINDGEN_VERSION_TEXT",
+    );
+    let lacks: Vec<String> = [&rustc, &bindgen]
         .iter()
         .filter_map(|p| p.mismatch.clone())
         .collect();
-    if wrong.is_empty() {
-        let summary = format!(
+    let summary = if lacks.is_empty() {
+        format!(
             "rustc {} and bindgen {} on PATH are the ones the kernel was built with",
             rustc.wanted, bindgen.wanted
-        );
-        return Check::ok(ID, summary).detail(detail);
-    }
-    let summary = format!(
-        "PATH lacks the toolchain the kernel was built with: {}",
-        list(&wrong)
-    );
-    build_blocked(
-        ctx,
-        ID,
+        )
+    } else {
+        format!(
+            "PATH lacks the toolchain the kernel was built with: {}",
+            list(&lacks)
+        )
+    };
+    Toolchain {
+        lacks,
         summary,
-        toolchain_fix(&rustc.wanted, &bindgen.wanted),
-    )
-    .detail(detail)
+        fix: toolchain_fix(&rustc.wanted, &bindgen.wanted),
+        detail: rustc.detail.into_iter().chain(bindgen.detail).collect(),
+    }
+}
+
+/// A version for a summary, `?` where unknown.
+fn show(v: Option<Version>) -> String {
+    v.map_or("?".to_string(), |v| v.to_string())
+}
+
+/// `kernel.toolchain`: is the toolchain the build's mode needs on PATH?
+pub(crate) fn toolchain(ctx: &Ctx<'_>) -> Check {
+    const ID: &str = "kernel.toolchain";
+    let (c, rm) = match build_inputs(ctx, ID) {
+        Ok(inputs) => inputs,
+        Err(check) => return check,
+    };
+    let t = toolchain_state(ctx, c, rm);
+    if t.lacks.is_empty() {
+        return Check::ok(ID, t.summary).detail(t.detail);
+    }
+    build_blocked(ctx, ID, t.summary, t.fix).detail(t.detail)
 }
 
 /// A program of the toolchain against the version text the kernel names.
@@ -297,13 +365,12 @@ struct OnPath {
     detail: Vec<String>,
 }
 
-/// Looks for `name` on PATH and compares its `--version` with `option`.
-fn on_path(ctx: &Ctx<'_>, c: &KConfig, name: &str, option: &str) -> OnPath {
+/// The `name` found on PATH against the version text of `option`.
+fn on_path(ctx: &Ctx<'_>, c: &KConfig, found: Option<&Found>, name: &str, option: &str) -> OnPath {
     let want = c.get(option).unwrap_or("");
     let wanted = version_number(want).to_string();
     let mut detail = vec![c.show(option)];
-    let found = toolchain::find(ctx.root, &ctx.path, name);
-    let have = match &found {
+    let have = match found {
         None => {
             detail.push(format!("{name}: not on PATH ({})", ctx.path.join(":")));
             "none".to_string()
@@ -351,7 +418,7 @@ fn linux_source(ctx: &Ctx<'_>, release: &str) -> Option<String> {
         .find(|p| ctx.root.exists(p))
 }
 
-/// What to install when the headers cannot build a Rust module.
+/// What to install when the headers cannot build a Rust module in kernel mode.
 fn headers_fix(release: &str) -> String {
     format!(
         "Debian: `apt-get install linux-source-{series}=$(dpkg-query -W -f='${{Version}}' linux-headers-{release})`: \
@@ -362,70 +429,263 @@ fn headers_fix(release: &str) -> String {
     )
 }
 
-/// `kernel.headers`: do the kernel's headers hold the compiled Rust crates a module links against?
+/// What to install for headers that are missing or incomplete.
+fn headers_install_fix(rm: &RustMode, release: &str) -> String {
+    match rm.mode {
+        Mode::Kernel => format!(
+            "Debian: `apt-get install linux-headers-{release}`; Ubuntu: `apt install linux-headers-{release}` \
+             and the kernel's lib-rust package (`apt-cache search lib-rust`)"
+        ),
+        Mode::Carried(_) => format!(
+            "Debian and Ubuntu: `apt-get install linux-headers-{release}`; RHEL and its rebuilds: \
+             `dnf install kernel-devel-{release}`"
+        ),
+    }
+}
+
+/// The kernel's headers as a build in its mode needs them.
+enum Headers {
+    /// The release is unknown: no headers to look for.
+    Unknown,
+    /// No `/lib/modules/<release>/build`.
+    Absent { release: String, build: String },
+    /// Carried mode: the headers hold no configuration.
+    Unconfigured { release: String, build: String },
+    /// Carried mode: the headers and the configuration file in them.
+    Configured {
+        release: String,
+        build: String,
+        config: String,
+    },
+    /// Kernel mode: the compiled crates' files missing from the headers,
+    /// and the linux-source `rust-headers` can build them from.
+    Crates {
+        release: String,
+        build: String,
+        missing: Vec<String>,
+        source: Option<String>,
+    },
+}
+
+/// Where the kernel's headers are and what a build in its mode finds there.
+fn headers_state(ctx: &Ctx<'_>, rm: &RustMode) -> Headers {
+    let Some(release) = ctx.release.clone() else {
+        return Headers::Unknown;
+    };
+    let build = format!("{}/build", modules_dir(&release));
+    if !ctx.root.is_dir(&build) {
+        return Headers::Absent { release, build };
+    }
+    if let Mode::Carried(_) = rm.mode {
+        // What rust-mode.sh takes as a configured kernel tree.
+        return match ["include/config/auto.conf", ".config"]
+            .iter()
+            .map(|f| format!("{build}/{f}"))
+            .find(|f| ctx.root.exists(f))
+        {
+            Some(config) => Headers::Configured {
+                release,
+                build,
+                config,
+            },
+            None => Headers::Unconfigured { release, build },
+        };
+    }
+    let missing = RUST_BUILD_FILES
+        .iter()
+        .filter(|f| !ctx.root.exists(&format!("{build}/{f}")))
+        .map(|f| f.to_string())
+        .collect();
+    let source = linux_source(ctx, &release);
+    Headers::Crates {
+        release,
+        build,
+        missing,
+        source,
+    }
+}
+
+impl Headers {
+    /// What they lack for a build, in a few words, and how to get it.
+    fn lack(&self, rm: &RustMode) -> Option<(String, String)> {
+        match self {
+            Headers::Absent { release, build } => Some((
+                format!("the headers of {release} ({build})"),
+                headers_install_fix(rm, release),
+            )),
+            Headers::Unconfigured { release, build } => Some((
+                format!("a configured kernel tree in {build} (its .config)"),
+                unconfigured_fix(release),
+            )),
+            Headers::Crates {
+                release,
+                build,
+                missing,
+                source: None,
+            } if !missing.is_empty() => Some((
+                format!("the compiled Rust crates in {build} ({})", list(missing)),
+                headers_fix(release),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// What to do about headers without their configuration.
+fn unconfigured_fix(release: &str) -> String {
+    format!(
+        "reinstall the headers of {release} (Debian and Ubuntu: `apt-get install --reinstall linux-headers-{release}`; \
+         RHEL: `dnf reinstall kernel-devel-{release}`): a build reads the kernel's .config there"
+    )
+}
+
+/// `kernel.headers`: are the kernel's headers there, with what the
+/// build's mode needs of them (kernel mode: the compiled Rust crates a
+/// module links against; carried mode: only the configuration)?
 pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
     const ID: &str = "kernel.headers";
-    if let Err(check) = rust_config(ctx, ID) {
-        return check;
-    }
-    let Some(release) = ctx.release.as_deref() else {
-        return Check::info(ID, "kernel release unknown: headers not checked");
+    let (c, rm) = match build_inputs(ctx, ID) {
+        Ok(inputs) => inputs,
+        Err(check) => return check,
     };
-    let build = format!("{}/build", modules_dir(release));
-    if !ctx.root.is_dir(&build) {
-        return build_blocked(
+    let state = headers_state(ctx, rm);
+    let mut detail = crate_detail(ctx, &state);
+    let check = match &state {
+        Headers::Unknown => return Check::info(ID, "kernel release unknown: headers not checked"),
+        Headers::Absent { release, build } => build_blocked(
             ctx,
             ID,
             format!("no headers for {release} ({build})"),
+            headers_install_fix(rm, release),
+        ),
+        Headers::Unconfigured { release, build } => build_blocked(
+            ctx,
+            ID,
             format!(
-                "Debian: `apt-get install linux-headers-{release}`; Ubuntu: `apt install linux-headers-{release}` \
-                 and the kernel's lib-rust package (`apt-cache search lib-rust`)"
+                "the headers of {release} ({build}) hold no .config or include/config/auto.conf: \
+                 not a configured kernel tree"
             ),
-        );
-    }
-    let present = |f: &&str| ctx.root.exists(&format!("{build}/{f}"));
-    let mut detail: Vec<String> = RUST_BUILD_FILES
-        .iter()
-        .map(|f| {
-            format!(
-                "{build}/{f}: {}",
-                if present(f) { "present" } else { "absent" }
-            )
-        })
-        .collect();
-    let missing: Vec<String> = RUST_BUILD_FILES
-        .iter()
-        .filter(|f| !present(f))
-        .map(|f| f.to_string())
-        .collect();
-    if missing.is_empty() {
-        return Check::ok(
+            unconfigured_fix(release),
+        ),
+        Headers::Configured { release, build, .. }
+            if matches!(rm.mode, Mode::Carried(Why::NoCrates(_))) =>
+        {
+            dkms_crates(ctx, c, rm, release, build)
+        }
+        Headers::Configured { release, config, .. } => Check::ok(
+            ID,
+            format!("the headers of {release} are there ({config}): carried mode needs no compiled Rust crates"),
+        ),
+        Headers::Crates { release, missing, .. } if missing.is_empty() => Check::ok(
             ID,
             format!("the headers of {release} hold the compiled Rust crates"),
-        )
-        .detail(detail);
-    }
-    if let Some(source) = linux_source(ctx, release) {
-        detail.push(format!(
-            "{source}: present (rust-headers refuses it unless its version is the headers')"
-        ));
-        return Check::ok(
-            ID,
-            format!("the headers of {release} lack the compiled Rust crates; rust-headers builds them from {source} before each DKMS build"),
-        )
-        .detail(detail);
-    }
-    build_blocked(
-        ctx,
-        ID,
-        format!(
-            "the headers of {release} lack the compiled Rust crates ({}) and no linux-source-{} is there to build them from",
-            list(&missing),
-            source_series(release)
         ),
-        headers_fix(release),
-    )
-    .detail(detail)
+        Headers::Crates { release, source: Some(source), .. } => {
+            detail.push(format!(
+                "{source}: present (rust-headers refuses it unless its version is the headers')"
+            ));
+            Check::ok(
+                ID,
+                format!("the headers of {release} lack the compiled Rust crates; rust-headers builds them from {source} before each DKMS build"),
+            )
+        }
+        Headers::Crates { release, missing, source: None, .. } => build_blocked(
+            ctx,
+            ID,
+            format!(
+                "the headers of {release} lack the compiled Rust crates ({}) and no linux-source-{} is there to build them from",
+                list(missing),
+                source_series(release)
+            ),
+            headers_fix(release),
+        ),
+    };
+    check.detail(detail)
+}
+
+/// The detail of `kernel.headers`: the compiled crates' files, where a
+/// Rust kernel's headers would have them.
+fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
+    let build = match state {
+        Headers::Configured { build, .. } | Headers::Crates { build, .. } => build,
+        Headers::Unconfigured { build, .. } => {
+            return vec![format!("{build}: no .config, no include/config/auto.conf")];
+        }
+        Headers::Absent { build, .. } => return vec![format!("{build}: absent")],
+        Headers::Unknown => return Vec::new(),
+    };
+    if ctx.config().is_some_and(|c| !c.enabled("CONFIG_RUST")) {
+        return Vec::new();
+    }
+    RUST_BUILD_FILES
+        .iter()
+        .map(|f| {
+            let present = ctx.root.exists(&format!("{build}/{f}"));
+            format!(
+                "{build}/{f}: {}",
+                if present { "present" } else { "absent" }
+            )
+        })
+        .collect()
+}
+
+/// `kernel.headers` for a Rust kernel whose headers lack the compiled
+/// crates: a build from the source tree takes carried mode; DKMS runs
+/// rust-headers first, which builds them from linux-source with the
+/// kernel's own toolchain (then the build takes kernel mode).
+fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
+    const ID: &str = "kernel.headers";
+    let rustc = on_path(
+        ctx,
+        c,
+        rm.rustc.as_ref(),
+        "rustc",
+        "CONFIG_RUSTC_VERSION_TEXT",
+    );
+    let bindgen = on_path(
+        ctx,
+        c,
+        rm.bindgen.as_ref(),
+        "bindgen",
+        "CONFIG_BINDGEN_VERSION_TEXT",
+    );
+    let wrong: Vec<String> = [&rustc, &bindgen]
+        .iter()
+        .filter_map(|p| p.mismatch.clone())
+        .collect();
+    let lacking = format!("the headers of {release} lack the compiled Rust crates");
+    let from_source =
+        format!("or build from the source tree in carried mode (kernel.rust): `make KDIR={build}`");
+    match linux_source(ctx, release) {
+        Some(source) if wrong.is_empty() => Check::ok(
+            ID,
+            format!(
+                "{lacking}; rust-headers builds them from {source} before each DKMS build, which then takes kernel mode \
+                 (a build from the source tree takes carried mode)"
+            ),
+        ),
+        Some(source) => Check::warn(
+            ID,
+            format!(
+                "{lacking}: a build from the source tree takes carried mode; rust-headers, which DKMS runs before \
+                 each build, builds them from {source} only with the kernel's own toolchain, and PATH lacks {}",
+                list(&wrong)
+            ),
+            format!(
+                "for DKMS: {}; {from_source}",
+                toolchain_fix(&rustc.wanted, &bindgen.wanted)
+            ),
+        ),
+        None => Check::warn(
+            ID,
+            format!(
+                "{lacking} and no linux-source-{} is there to build them from: a build from the source tree takes \
+                 carried mode, but rust-headers, which DKMS runs before each build, cannot give them their crates",
+                source_series(release)
+            ),
+            format!("for DKMS: {}; {from_source}", headers_fix(release)),
+        ),
+    }
 }
 
 /// How to get a module signed that this kernel accepts.
@@ -561,9 +821,6 @@ pub(crate) fn blockers(ctx: &Ctx<'_>) -> Vec<&'static str> {
     let mut why = Vec::new();
     if loading_off(ctx) {
         why.push("this kernel loads no module now (kernel.modules)");
-    }
-    if ctx.rust_off() {
-        why.push("it has no Rust to build nvidia_peermem for (kernel.rust): boot a Rust-enabled kernel, or use NVIDIA's C nvidia-peermem");
     }
     why
 }

@@ -6,9 +6,9 @@
 //! | id                    | looks at                                             |
 //! |-----------------------|------------------------------------------------------|
 //! | `kernel.modules`      | `CONFIG_MODULES`, `/proc/sys/kernel/modules_disabled`|
-//! | `kernel.rust`         | the kernel configuration: Rust, modversions          |
-//! | `kernel.toolchain`    | `rustc`/`bindgen` on PATH against the configuration  |
-//! | `kernel.headers`      | the compiled Rust crates in `/lib/modules/R/build`   |
+//! | `kernel.rust`         | kernel or carried mode (`rust_mode`), modversions    |
+//! | `kernel.toolchain`    | `rustc`/`bindgen` on PATH against what the mode needs|
+//! | `kernel.headers`      | `/lib/modules/R/build`, its crates or configuration  |
 //! | `kernel.signing`      | enforced signatures, the installed module's signature|
 //! | `module.loaded`       | `/sys/module/nvidia_peermem`, installed `.ko` files  |
 //! | `module.params`       | its two parameters                                   |
@@ -41,6 +41,7 @@ mod facts;
 mod kernel;
 mod module;
 mod platform;
+mod rust_mode;
 mod stack;
 
 use crate::cuda::CudaAnswer;
@@ -79,6 +80,8 @@ pub(crate) struct Ctx<'a> {
     pub enforcement: Enforcement,
     /// Where `rustc` and `bindgen` are looked for.
     pub path: Vec<String>,
+    /// How a build gets the kernel's Rust support; `None` without a configuration.
+    pub rust: Option<rust_mode::RustMode>,
     /// What libcuda said about the GPUs.
     pub cuda: CudaAnswer,
 }
@@ -97,9 +100,11 @@ impl Ctx<'_> {
         self.config.config.as_ref()
     }
 
-    /// Whether the configuration says the kernel has no Rust (so no build of this module).
-    pub fn rust_off(&self) -> bool {
-        self.config().is_some_and(|c| !c.enabled("CONFIG_RUST"))
+    /// Whether a build for this kernel carries the kernel's Rust support in the module.
+    pub fn carried(&self) -> bool {
+        self.rust
+            .as_ref()
+            .is_some_and(|r| matches!(r.mode, rust_mode::Mode::Carried(_)))
     }
 }
 
@@ -136,6 +141,8 @@ pub fn run_with(root: &Root, cuda: CudaAnswer) -> Report {
         .unwrap_or_default();
     let config = kconfig::read(root, release.as_deref());
     let cmdline = root.read_attr("/proc/cmdline").unwrap_or_default();
+    let path = toolchain::search_path(std::env::var("PATH").ok().as_deref());
+    let rust = rust_mode::read(root, release.as_deref(), config.config.as_ref(), &path);
     let ctx = Ctx {
         root,
         kallsyms: Kallsyms::read(root),
@@ -146,7 +153,8 @@ pub fn run_with(root: &Root, cuda: CudaAnswer) -> Report {
         topo: Topology::scan(root),
         enforcement: signing::enforcement(root, config.config.as_ref(), &cmdline),
         config,
-        path: toolchain::search_path(std::env::var("PATH").ok().as_deref()),
+        path,
+        rust,
         cuda,
     };
     let (stats_check, stats) = module::stats(&ctx);

@@ -29,10 +29,21 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
             return check;
         }
         let blockers = kernel::blockers(ctx);
+        // The kernel tree a build in carried mode is given.
+        let carried_build = ctx
+            .release
+            .as_deref()
+            .filter(|_| ctx.carried())
+            .map(|r| format!("/lib/modules/{r}/build"));
         let fix = if !blockers.is_empty() {
             format!(
                 "neither loading nor installing helps here: {}",
                 blockers.join("; ")
+            )
+        } else if let Some(build) = carried_build.filter(|_| ours_installed.is_empty()) {
+            format!(
+                "build it in carried mode (kernel.rust) from the release tarball's source tree: \
+                 `make KDIR={build} && make KDIR={build} install`, then `modprobe nvidia_peermem`"
             )
         } else if ours_installed.is_empty() && ctx.release.is_some() {
             "install the nvidia-peermem package for this kernel (DKMS builds it), then `modprobe nvidia_peermem`"
@@ -65,13 +76,6 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
             ID,
             format!("{MODULE}{version} is {state}, not live"),
             "wait for the load or unload to finish; if it stays, `dmesg` shows the stuck step",
-        )
-        .detail(detail);
-    }
-    if ctx.loaded_is_nvidias() && ctx.rust_off() {
-        return Check::ok(
-            ID,
-            format!("the loaded {MODULE}{version} is NVIDIA's bundled module, the one a kernel without Rust can have"),
         )
         .detail(detail);
     }

@@ -22,8 +22,8 @@ pub fn fixtures_dir() -> PathBuf {
 #[derive(Debug, Clone)]
 enum Node {
     File(Vec<u8>),
-    /// An executable file.
-    Program(Vec<u8>),
+    /// A stand-in program: what it prints, by default and for given arguments.
+    Program(Stand),
     Link(String),
     Dir,
 }
@@ -110,9 +110,32 @@ fn text_line(text: &str) -> Vec<u8> {
     body
 }
 
-/// A shell script that prints `text`, standing in for a program's `--version`.
-fn program(text: &str) -> Vec<u8> {
-    format!("#!/bin/sh\ncat <<'END_OF_TEXT'\n{text}\nEND_OF_TEXT\n").into_bytes()
+/// A stand-in for a program (`rustc`, `bindgen`): what it prints.
+#[derive(Debug, Clone)]
+struct Stand {
+    /// Printed for any arguments not below (`--version`).
+    text: Vec<u8>,
+    /// Printed for exactly these arguments (`--print sysroot`).
+    answers: Vec<(String, Vec<u8>)>,
+}
+
+/// The shell script of a stand-in: a `case` on its arguments.
+fn program(stand: &Stand) -> Vec<u8> {
+    let print = |text: &[u8]| {
+        let mut out = b"cat <<'END_OF_TEXT'\n".to_vec();
+        out.extend(text);
+        out.extend(b"\nEND_OF_TEXT\n;;\n");
+        out
+    };
+    let mut script = b"#!/bin/sh\ncase \"$*\" in\n".to_vec();
+    for (args, text) in &stand.answers {
+        script.extend(format!("'{}')\n", args.replace('\'', "'\\''")).into_bytes());
+        script.extend(print(text));
+    }
+    script.extend(b"*)\n");
+    script.extend(print(&stand.text));
+    script.extend(b"esac\n");
+    script
 }
 
 /// Parses `256M`, `64G`, `1T` or a plain byte count.
@@ -196,8 +219,23 @@ impl Tree {
                     self.nodes.insert(arg.to_string(), Node::File(body));
                 }
                 "program" => {
-                    self.nodes
-                        .insert(arg.to_string(), Node::Program(program(tail)));
+                    let stand = Stand {
+                        text: unescape(tail),
+                        answers: Vec::new(),
+                    };
+                    self.nodes.insert(arg.to_string(), Node::Program(stand));
+                }
+                // What a stand-in prints for exactly these arguments.
+                "answer" => {
+                    let Some((args, text)) = tail.split_once(" => ") else {
+                        return Err(err(file, n, "answer: expected ARGS => TEXT"));
+                    };
+                    match self.nodes.get_mut(arg) {
+                        Some(Node::Program(stand)) => stand
+                            .answers
+                            .push((args.trim().to_string(), unescape(text.trim()))),
+                        _ => return Err(err(file, n, format!("answer: no program {arg}"))),
+                    }
                 }
                 "append" => {
                     let entry = self
@@ -419,8 +457,8 @@ impl Tree {
             }
             match node {
                 Node::File(body) => fs::write(&target, body)?,
-                Node::Program(body) => {
-                    fs::write(&target, body)?;
+                Node::Program(stand) => {
+                    fs::write(&target, program(stand))?;
                     fs::set_permissions(&target, fs::Permissions::from_mode(0o755))?;
                 }
                 Node::Link(to) => symlink(to, &target)?,
