@@ -11,7 +11,7 @@
 #   by itself): the same scenarios, plus one window mode of 51 and one
 #   configuration of 55.
 # - Debian's 7.3 with another rustc (Debian 13's rustc-web): carried mode
-#   chosen by itself, the load test and the client scenarios.
+#   chosen by itself, the load test, 02 and a revocable client (41).
 # Ends with KERNELS-SUMMARY.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -91,7 +91,7 @@ done
 if [ -z "${NVPM_CARRIED_KSERIES+set}" ] || [ -n "${NVPM_CARRIED_RUSTC:-}" ]; then
 	echo "kernels: Debian 7.3 with rustc-web (carried mode)"
 	if scripts/provision-rustc.sh; then
-		run 7.3-rustc-web kernel.env '[04][0-5]-*' "" NVPM_RUSTC=/opt/rustc-web/rustc
+		run 7.3-rustc-web kernel.env '0[12]-* 41-*' "" NVPM_RUSTC=/opt/rustc-web/rustc
 	else
 		echo "  FAIL kernels/7.3-rustc-web/provision: see the lines above"
 		fail=$((fail + 1))
