@@ -5,9 +5,9 @@
 # packages' install scripts ask it for each kernel with headers, because
 # DKMS keeps a build's output in its make.log and only says to consult it.
 # Kernel mode where rust-headers can make the headers Rust-capable (or they
-# are), else carried mode, whose toolchain kbuild/rust-toolchain.sh checks
-# against the DKMS tree's carried-src/. Exit 0: stdout names the mode;
-# exit 1: stderr says what to install.
+# are), else carried mode, whose toolchain the DKMS tree's
+# kbuild/rust-toolchain.sh checks. Exit 0: stdout names the mode; exit 1:
+# stderr says what to install.
 #
 # Env: NVPM_DKMS_TREE (default: the newest /usr/src/nvidia-peer-memory-*).
 set -u
