@@ -339,25 +339,31 @@ insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/n
 insh rust-headers-dry-run-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /tmp/rh-dry"
 # Without linux-source the headers of the Rust kernel cannot be made
-# Rust-capable: PRE_BUILD says so in make.log, and the build carries the
-# kernel's Rust support (carried mode) instead of failing.
-step "dpkg -i of the DKMS package without linux-source: carried mode (a carried build: 3-5 minutes)"
-if inlog_progress dkms-no-linux-source "dpkg -i deb/$DEB_DKMS"; then ok dkms-no-linux-source-carried; else
-	bad dkms-no-linux-source-carried "$(tail -n 15 "$LOGS/dkms-no-linux-source.log"; tail -n 30 "$ROOT"/var/lib/dkms/nvidia-peer-memory/"$V"/build/make.log 2>/dev/null)"; fi
-cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$KREL/x86_64/log/make.log" "$LOGS/dkms-make-carried-$KREL.log" 2>/dev/null
-insh dkms-carried-installed "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed' &&
-	modinfo -F vermagic /lib/modules/$KREL/updates/dkms/nvidia_peermem.ko* | grep -q '^$KREL '"
-check dkms-carried-make-log grep -q 'linux-source: no /usr/src/linux-source-7.3.tar.xz' "$LOGS/dkms-make-carried-$KREL.log"
-check dkms-carried-mode grep -q '^nvidia_peermem: Rust support: carried' "$LOGS/dkms-make-carried-$KREL.log"
-check dkms-carried-postinst-quiet sh -c "! grep -q 'DKMS cannot build' '$LOGS/dkms-no-linux-source.log'"
+# Rust-capable, so the build would take carried mode (DKMS's build of it is
+# the 6.12 step's, below); without bindgen too, neither mode can build: the
+# install fails, fast, with the reason in dpkg's output, before DKMS's
+# "Consult .../make.log", and leaves the package half-configured, as README's
+# Troubleshooting says.
+step "dpkg -i of the DKMS package without linux-source and bindgen: the reason in dpkg's output"
+inr mv /usr/bin/bindgen /usr/bin/bindgen.away
+expect_rc dkms-no-toolchain-fails 1 inlog dkms-no-toolchain "dpkg -i deb/$DEB_DKMS"
+inr mv /usr/bin/bindgen.away /usr/bin/bindgen
+check dkms-no-toolchain-reason awk -v r="rust-toolchain: carried mode (the kernel has no usable Rust) needs: bindgen>=" \
+	-v k="nvidia-peer-memory-dkms: DKMS cannot build nvidia_peermem for $KREL: install the above, then: dpkg --configure -a" \
+	-v m="Consult /var/lib/dkms/nvidia-peer-memory/$V/build/make.log" '
+	!R && index($0, r) { R = NR } !K && index($0, k) { K = NR } !M && index($0, m) { M = NR }
+	END { if (!(R && K && M && R < M && K < M)) { print "lines: reason " R ", hint " K ", make.log " M; exit 1 } }' "$LOGS/dkms-no-toolchain.log"
+# PRE_BUILD fell back to carried mode (no linux-source), whose toolchain check stopped the build.
+insh dkms-no-toolchain-make-log "grep -q 'linux-source: no /usr/src/linux-source-7.3.tar.xz' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log &&
+	grep -q '(carried mode)' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log &&
+	grep -q 'needs: bindgen>=' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log"
+insh dkms-no-toolchain-half-configured "dpkg -s nvidia-peer-memory-dkms | grep -qx 'Status: install ok half-configured'"
 insh dkms-tree-carried-src "/usr/src/nvidia-peer-memory-$V/kbuild/carried-source.sh --verify /usr/src/nvidia-peer-memory-$V/carried-src"
 insh dkms-ready-carried "/usr/lib/nvidia-peer-memory/dkms-ready $KREL | grep -qx '$KREL: carried mode (the pinned Rust crates built into the module)'"
-# What the install scripts print when carried mode's toolchain is missing too.
 insh dkms-ready-names-missing "rc=0; BINDGEN=/nonexistent /usr/lib/nvidia-peer-memory/dkms-ready $KREL 2>/tmp/err || rc=\$?; cat /tmp/err
 	test \$rc = 1 && grep -q 'needs: bindgen>=' /tmp/err && grep -q 'install: rustc rust-src bindgen libclang-dev' /tmp/err"
-if inlog dkms-no-linux-source-purge "dpkg --purge nvidia-peer-memory-dkms && test ! -e /var/lib/dkms/nvidia-peer-memory &&
-	test ! -e /lib/modules/$KREL/updates/dkms/nvidia_peermem.ko"; then
-	ok dkms-no-linux-source-purge; else bad dkms-no-linux-source-purge "see $LOGS/dkms-no-linux-source-purge.log"; fi
+if inlog dkms-no-toolchain-purge "dpkg --purge nvidia-peer-memory-dkms && test ! -e /var/lib/dkms/nvidia-peer-memory"; then
+	ok dkms-no-toolchain-purge; else bad dkms-no-toolchain-purge "see $LOGS/dkms-no-toolchain-purge.log"; fi
 step "installing linux-source-7.3 from the root's apt cache"
 inlog linux-source "apt-get install -y --no-download --no-install-recommends linux-source-7.3=$KPKGVER" ||
 	bad linux-source "see $LOGS/linux-source.log"
