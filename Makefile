@@ -155,7 +155,7 @@ module: build/abi.symvers
 	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
 	if [ "$(MODVERSIONS)" = y ]; then \
 		if [ "$$symbols" = "$(CURDIR)/build/abi.symvers" ]; then \
-			symbols=$$(scripts/find-symvers.sh "$(KREL)" | tr '\n' ' '); \
+			symbols=$$(scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
 		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; fi; \
 		echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; \
 	fi; \

@@ -203,7 +203,8 @@ insh orig-contents "tar -tzf $ORIG >/tmp/orig.lst
 		grep -qx nvidia-peer-memory-$V/\$f /tmp/orig.lst || { echo missing \$f; exit 1; }; done
 	! grep -Ev '^nvidia-peer-memory-$V/' /tmp/orig.lst
 	! grep '^nvidia-peer-memory-$V/tests/.' /tmp/orig.lst | grep -v '^nvidia-peer-memory-$V/tests/tool/'
-	! grep -v '^nvidia-peer-memory-$V/vendor/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/'"
+	! grep -v -e '^nvidia-peer-memory-$V/vendor/' -e '^nvidia-peer-memory-$V/carried-src/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/'
+	! grep '^nvidia-peer-memory-$V/carried-src/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git/|/debian/|/build/'"
 # The crates of Cargo.lock, each vendored with its checksums, and nothing
 # else (loom's stay out of the workspace), with the config that points cargo there.
 insh orig-vendored "tar -xzf $ORIG -C /tmp nvidia-peer-memory-$V/Cargo.lock nvidia-peer-memory-$V/.cargo/config.toml
@@ -535,6 +536,14 @@ if [ -r "$KENV_NORUST" ]; then
 	step "a kernel without Rust: dpkg -i linux-headers-$KREL_NORUST -> DKMS builds in carried mode (3-5 minutes)"
 	rm -rf "$ROOT/tmp/norust-debs" && mkdir -p "$ROOT/tmp/norust-debs"
 	cp "$debs_norust"/linux-headers-*.deb "$debs_norust"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
+	# The kernel has MODVERSIONS: the build needs the driver's and OFED's
+	# tables, which a real host has where their packages leave them. Stand-ins
+	# there, with CRCs that are not 0 (no module is loaded here, so their
+	# values need not be the real ones); gone again after the step.
+	scripts/abi-symvers.sh src/ffi | awk -v OFS='\t' -F '\t' '{ $1 = "0x5ca1ab1e" } 1' >"$RUN/norust.symvers"
+	mkdir -p "$ROOT/usr/src/nvidia-580.95.05" "$ROOT/usr/src/ofa_kernel/default"
+	grep 'nvidia_p2p_' "$RUN/norust.symvers" >"$ROOT/usr/src/nvidia-580.95.05/Module.symvers"
+	grep '_peer_memory_client' "$RUN/norust.symvers" >"$ROOT/usr/src/ofa_kernel/default/Module.symvers"
 	if inlog_progress kernel-norust "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok kernel-norust-install; else
 		bad kernel-norust-install "$(tail -n 15 "$LOGS/kernel-norust.log")"; fi
 	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$KREL_NORUST/x86_64/log/make.log" "$LOGS/dkms-make-$KREL_NORUST.log" 2>/dev/null
@@ -547,7 +556,8 @@ if [ -r "$KENV_NORUST" ]; then
 	# Gone again; the module index depmod wrote goes with it, as the image's removal would take it.
 	if inlog kernel-norust-remove "dkms remove nvidia-peer-memory/$V -k $KREL_NORUST &&
 		dpkg --purge \$(for d in /tmp/norust-debs/*.deb; do dpkg-deb -f \$d Package; done) &&
-		rm -rf /lib/modules/$KREL_NORUST /tmp/norust-debs"; then ok kernel-norust-remove; else bad kernel-norust-remove "see $LOGS/kernel-norust-remove.log"; fi
+		rm -rf /lib/modules/$KREL_NORUST /tmp/norust-debs /usr/src/nvidia-580.95.05 /usr/src/ofa_kernel"; then
+		ok kernel-norust-remove; else bad kernel-norust-remove "see $LOGS/kernel-norust-remove.log"; fi
 elif [ -n "${NVPM_PKGTEST_CARRIED:-}" ]; then
 	bad kernel-norust "no $KENV_NORUST: the kernels suite provisions Debian 13's 6.12 first (make check runs it before this suite)"
 else
@@ -675,6 +685,8 @@ modversions_dkms() {
 		grep -q \"the NVIDIA driver's (nvidia_p2p_\\*): looked in /var/lib/dkms/nvidia/\\*/build\" $mlog &&
 		grep -q \"the RDMA core's (ib_register_peer_memory_client): looked in /usr/src/ofa_kernel/\" $mlog &&
 		grep -q 'make NVPM_EXTRA_SYMBOLS=' $mlog"
+	# It stops there, before compiling anything (it once went on to modpost's "undefined!").
+	insh modversions-no-symvers-stops-first "! grep -Eq '^ +(RUSTC|CC|MODPOST) ' $mlog && ! grep -q 'undefined!' $mlog"
 
 	# Where the driver's DKMS build (its last build, for this kernel) and
 	# DOCA-OFED's kernel sources leave them.
