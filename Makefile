@@ -155,7 +155,7 @@ module: build/abi.symvers
 	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
 	if [ "$(MODVERSIONS)" = y ]; then \
 		if [ "$$symbols" = "$(CURDIR)/build/abi.symvers" ]; then \
-			symbols=$$(scripts/find-symvers.sh "$(KREL)" | tr '\n' ' '); \
+			symbols=$$(scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
 		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; fi; \
 		echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; \
 	fi; \
@@ -264,11 +264,19 @@ install:
 	install -D -m 0644 nvidia_peermem.ko $(DESTDIR)$(MODULE_DESTDIR)/nvidia_peermem.ko
 	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KREL); fi
 
+# The DKMS tree carries the pinned Rust sources of carried mode (carried-src/,
+# from the release tarball, or build/carried-src/ that make carried-src fetched).
 install-dkms:
+	@kbuild/carried-source.sh --verify $(NVPM_CARRIED_SRC) || { echo "install-dkms: no pinned Rust sources in" \
+		"$(NVPM_CARRIED_SRC) (carried mode needs them): make carried-src, or build from the release tarball" >&2; exit 1; }
 	@set -e; for f in $(DKMS_SOURCES); do \
 		install -D -m 0644 $$f $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/$$f; done
-	chmod 0755 $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/scripts/*.sh $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/kbuild/*.sh
+	@set -e; cd $(NVPM_CARRIED_SRC) && find . -type f | LC_ALL=C sort | while IFS= read -r f; do \
+		install -D -m 0644 "$$f" "$(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/carried-src/$$f"; done
+	chmod 0755 $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/scripts/*.sh $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/kbuild/*.sh \
+		$(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/carried-src/scripts/*.sh
 	install -D -m 0755 scripts/rust-headers.sh $(DESTDIR)$(LIBDIR_NVPM)/rust-headers
+	install -D -m 0755 packaging/dkms-ready.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-ready
 	install -D -m 0755 packaging/dkms-rebuild.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-rebuild
 	install -D -m 0755 packaging/kernel-postrm.sh $(DESTDIR)/etc/kernel/postrm.d/nvidia-peer-memory
 

@@ -6,7 +6,8 @@
 #     tar xf it, cp -r debian/ into it, dpkg-buildpackage -us -uc
 #   elsewhere: nvidia_peer_memory-<ver>-<rel>.src.rpm, then
 #     rpmbuild --rebuild [--without kmod] X.src.rpm
-# Both carry the doctor's crates (cargo vendor), so that they build offline.
+# Both carry the doctor's crates (cargo vendor), so that they build offline,
+# and the pinned kernel Rust sources of carried mode (carried-src/).
 #
 # Usage: build_module.sh [--flavor deb|rpm] [--out DIR]
 #   --flavor  deb or rpm (default: deb where dpkg exists; FORCE_FLAVOR too)
@@ -68,11 +69,27 @@ while IFS= read -r f; do
 	cp -p "$f" "$tmp/$name-$version/$f"
 done <"$tmp/files"
 
+# The pinned kernel Rust sources carried mode builds (kbuild/carried.pin):
+# a dependency, not in git; taken from carried-src/ (a tree made from this
+# tarball) or build/carried-src/ (make carried-src) when either holds
+# exactly the pinned files, else fetched (kbuild/carried-source.sh).
+src=$tmp/$name-$version
+if [ ! -d "$src/carried-src" ]; then
+	for d in carried-src build/carried-src; do
+		if kbuild/carried-source.sh --verify "$d"; then
+			cp -pR "$d" "$src/carried-src"
+			break
+		fi
+	done
+	[ -d "$src/carried-src" ] || kbuild/carried-source.sh "$src/carried-src" >&2 ||
+		{ echo "build_module.sh: the pinned Rust sources of carried mode are missing and could not be fetched (make carried-src)" >&2; exit 1; }
+fi
+kbuild/carried-source.sh --verify "$src/carried-src" ||
+	{ echo "build_module.sh: $src/carried-src does not hold the pinned Rust sources (kbuild/carried.pin)" >&2; exit 1; }
 # The crates of Cargo.lock (the doctor's), vendored: the deb and rpm builds
 # run cargo offline (--frozen), from vendor/ through .cargo/config.toml.
 # cargo vendor takes them from where cargo's configuration says (the
 # registry, or a mirror that replaces it), or from its cache when offline.
-src=$tmp/$name-$version
 command -v cargo >/dev/null 2>&1 || { echo "build_module.sh: cargo not found (it vendors the doctor's crates)" >&2; exit 1; }
 cargo vendor --quiet --locked --respect-source-config --manifest-path "$src/Cargo.toml" "$src/vendor" >/dev/null ||
 	{ echo "build_module.sh: cargo vendor failed (the crates of Cargo.lock are needed once, online or in cargo's cache)" >&2; exit 1; }

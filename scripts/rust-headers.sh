@@ -19,10 +19,14 @@
 #   rust-headers.sh --check KREL [HEADERS_DIR]   exit 0 if Rust-capable already
 #   rust-headers.sh --dry-run KREL [HEADERS_DIR] exit 0 if a real run has all it
 #                    needs, 1 with the list of what to install; changes nothing
+#   rust-headers.sh --or-carried KREL [HEADERS_DIR]  as without it, but where the
+#                    headers cannot be made Rust-capable, says why and exits 0:
+#                    the module then carries the kernel's Rust support (carried
+#                    mode, kbuild/rust-mode.sh chooses it)
 #   rust-headers.sh --remove KREL                undo what it copied
 #   rust-headers.sh --remove-all
 #   rust-headers.sh --gc                         undo it where the headers are gone
-# DKMS runs it as PRE_BUILD. Nothing to do (exit 0) when the headers are
+# DKMS runs it as PRE_BUILD, with --or-carried. Nothing to do (exit 0) when the headers are
 # already Rust-capable: a full kernel build tree, Ubuntu's headers with its
 # linux-lib-rust-KREL package, Arch's linux-headers. On Ubuntu, headers
 # without the crates get that package named instead of a rebuild.
@@ -101,23 +105,34 @@ esac
 CHECK=
 DRY=
 SOURCE=
+OR_CARRIED=
 while :; do
 	case ${1:-} in
 	--check) CHECK=1; shift ;;
 	--dry-run) DRY=1; shift ;;
+	--or-carried) OR_CARRIED=1; shift ;;
 	--source) SOURCE=${2:?--source needs a path}; shift 2 ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
 	esac
 done
-KREL=${1:?usage: rust-headers.sh [--check|--dry-run] [--source PATH] KREL [HEADERS_DIR]}
+KREL=${1:?usage: rust-headers.sh [--check|--dry-run|--or-carried] [--source PATH] KREL [HEADERS_DIR]}
+
+# The headers cannot be made Rust-capable: an error, or with --or-carried
+# the reason the build carries the kernel's Rust support instead.
+cannot() {
+	[ -n "$OR_CARRIED" ] || die "$*"
+	say "$*"
+	say "so nvidia_peermem carries the kernel's Rust support (carried mode): the build needs rustc, its rust-src, bindgen and libclang, not these"
+	exit 0
+}
 HDR=${2:-/lib/modules/$KREL/build}
 [ -e "$HDR" ] || HDR=/usr/src/linux-headers-$KREL
 [ -d "$HDR" ] || die "no headers for $KREL (install linux-headers-$KREL)"
 HDR=$(cd "$HDR" && pwd -P)
 CONFIG=$HDR/.config
 [ -f "$CONFIG" ] || die "$HDR has no .config"
-grep -q '^CONFIG_RUST=y' "$CONFIG" || die "kernel $KREL is built without Rust support (CONFIG_RUST), nvidia_peermem cannot be built for it"
+grep -q '^CONFIG_RUST=y' "$CONFIG" || cannot "kernel $KREL is built without Rust support (CONFIG_RUST): its headers cannot be made Rust-capable"
 
 if rust_ready "$HDR" && { [ ! -f "$CACHE/$KREL/installed" ] || [ -n "$CHECK" ]; }; then
 	say "$HDR is Rust-capable already"
@@ -131,7 +146,7 @@ fi
 # shellcheck disable=SC1090 # os-release, or the tests' stand-in
 os_id=$(. "${NVPM_OS_RELEASE:-/etc/os-release}" 2>/dev/null && echo "${ID:-}") || os_id=
 if [ "$os_id" = ubuntu ]; then
-	die "the headers of $KREL lack the kernel's compiled Rust crates; Ubuntu ships them: apt install linux-lib-rust-$KREL (then nothing needs building; the module builds with the rustc and bindgen $KREL names: $(config_text CONFIG_RUSTC_VERSION_TEXT "$CONFIG"), $(config_text CONFIG_BINDGEN_VERSION_TEXT "$CONFIG"))"
+	cannot "the headers of $KREL lack the kernel's compiled Rust crates; Ubuntu ships them: apt install linux-lib-rust-$KREL (then nothing needs building; the module builds with the rustc and bindgen $KREL names: $(config_text CONFIG_RUSTC_VERSION_TEXT "$CONFIG"), $(config_text CONFIG_BINDGEN_VERSION_TEXT "$CONFIG"))"
 fi
 
 # --- the toolchain the kernel's config names --------------------------------
@@ -176,7 +191,7 @@ elif [ -n "$hdr_ver" ] && src_pkg=$(dpkg-query -S "$SOURCE" 2>/dev/null | sed -n
   linux-source: $src_pkg is $src_ver but $hdr_pkg is $hdr_ver (apt-get install $src_pkg=$hdr_ver)"
 fi
 if [ -n "$missing" ]; then
-	die "cannot make the headers of $KREL Rust-capable; install the matching versions of:$missing"
+	cannot "cannot make the headers of $KREL Rust-capable; install the matching versions of:$missing"
 fi
 if [ -n "$DRY" ]; then
 	say "$HDR can be made Rust-capable (the toolchain and $SOURCE match)"

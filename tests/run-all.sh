@@ -26,7 +26,7 @@ run_suite kernels tests/kernels.sh
 run_suite debug make --no-print-directory check-debug-stress
 # After debug: DKMS against the debug kernel, a CONFIG_MODVERSIONS kernel, is
 # part of it, and here its absence is a failure, not a skip.
-run_suite packaging env NVPM_PKGTEST_MODVERSIONS=1 tests/packaging/run.sh
+run_suite packaging env NVPM_PKGTEST_MODVERSIONS=1 NVPM_PKGTEST_CARRIED=1 tests/packaging/run.sh
 echo "=== all suites in $((SECONDS - t0)) s"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -84,6 +84,15 @@ mount -t tmpfs tmpfs "$ROOT/run"
 # A clean copy of the tree: what git has (tracked and new files).
 mkdir -p "$ROOT/build/src" "$ROOT/build/out"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+# The pinned Rust sources of carried mode, which build_module.sh puts in the
+# source package: fetched on the host (the root is offline), as a release
+# tarball has them.
+step "the pinned Rust sources of carried mode (kbuild/carried-source.sh)"
+if kbuild/carried-source.sh build/carried-src >"$LOGS/carried-src.log" 2>&1; then
+	cp -pR build/carried-src "$ROOT/build/src/carried-src"
+else
+	bad carried-src "see $LOGS/carried-src.log"
+fi
 # The crates of Cargo.lock (the doctor's), which build_module.sh vendors into
 # the source package: the root is offline, so its cargo has them in its
 # registry cache, as a user's cargo that fetched them once has, and is told
@@ -159,7 +168,7 @@ inlog_progress() { # LOG SCRIPT
 
 # --- static checks --------------------------------------------------------------
 step "static checks"
-for f in packaging/nv_peer_mem.sh packaging/nv_peer_mem.init packaging/dkms-rebuild.sh packaging/kernel-postrm.sh \
+for f in packaging/nv_peer_mem.sh packaging/nv_peer_mem.init packaging/dkms-rebuild.sh packaging/dkms-ready.sh packaging/kernel-postrm.sh \
 	scripts/rust-headers.sh scripts/find-symvers.sh scripts/stamp-version.sh build_module.sh debian/*.postinst debian/*.prerm debian/*.postrm \
 	tests/packaging/fake-kmod; do
 	insh "shellcheck:$f" "shellcheck -s sh src/$f"
@@ -190,11 +199,12 @@ insh build_module-deb "cd src && ./build_module.sh --out /build/out >/dev/null &
 insh orig-contents "tar -tzf $ORIG >/tmp/orig.lst
 	for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs scripts/rust-headers.sh packaging/nv_peer_mem.sh rpm/nvidia_peer_memory.spec \
 		Cargo.toml Cargo.lock src/doctor/Cargo.toml src/doctor/src/main.rs src/doctor/nvidia-peermem-doctor.1 tests/tool/Cargo.toml \
-		kbuild/carried.pin; do
+		kbuild/carried.pin carried-src/rust/kernel/lib.rs carried-src/scripts/min-tool-version.sh carried-src/COPYING; do
 		grep -qx nvidia-peer-memory-$V/\$f /tmp/orig.lst || { echo missing \$f; exit 1; }; done
 	! grep -Ev '^nvidia-peer-memory-$V/' /tmp/orig.lst
 	! grep '^nvidia-peer-memory-$V/tests/.' /tmp/orig.lst | grep -v '^nvidia-peer-memory-$V/tests/tool/'
-	! grep -v '^nvidia-peer-memory-$V/vendor/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/'"
+	! grep -v -e '^nvidia-peer-memory-$V/vendor/' -e '^nvidia-peer-memory-$V/carried-src/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git|/debian/|/build/'
+	! grep '^nvidia-peer-memory-$V/carried-src/' /tmp/orig.lst | grep -E '\.(ko|o|cmd)\$|/\.git/|/debian/|/build/'"
 # The crates of Cargo.lock, each vendored with its checksums, and nothing
 # else (loom's stay out of the workspace), with the config that points cargo there.
 insh orig-vendored "tar -xzf $ORIG -C /tmp nvidia-peer-memory-$V/Cargo.lock nvidia-peer-memory-$V/.cargo/config.toml
@@ -230,6 +240,7 @@ insh deb-files "cd deb && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB_DBG $DE
 insh deb-dkms-contents "dpkg -c deb/$DEB_DKMS >/tmp/c; for f in dkms.conf Makefile Kbuild VERSION src/nvidia_peermem.rs src/ffi/nv-p2p.h scripts/abi-symvers.sh scripts/rust-headers.sh; do
 	grep -q \" ./usr/src/nvidia-peer-memory-$V/\$f\$\" /tmp/c || { echo missing \$f; exit 1; }; done
 	grep -q ' ./usr/lib/nvidia-peer-memory/dkms-rebuild\$' /tmp/c && grep -q ' ./usr/lib/nvidia-peer-memory/rust-headers\$' /tmp/c
+	grep -q ' ./usr/lib/nvidia-peer-memory/dkms-ready\$' /tmp/c && grep -q ' ./usr/src/nvidia-peer-memory-$V/carried-src/rust/kernel/lib.rs\$' /tmp/c
 	dpkg-deb -f deb/$DEB_DKMS Depends | grep -q 'dkms' && dpkg-deb -f deb/$DEB_DKMS Depends | grep -q 'rustc'"
 insh deb-main-contents "dpkg -c deb/$DEB_MAIN >/tmp/c
 	grep -q '^-rwxr-xr-x .* ./etc/init.d/nv_peer_mem\$' /tmp/c && grep -q '^-rwxr-xr-x .* ./usr/bin/nvidia-peermem-doctor\$' /tmp/c
@@ -263,7 +274,7 @@ insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory
 	for f in /etc/init.d/nv_peer_mem /etc/infiniband/nv_peer_mem.conf /usr/lib/systemd/system/nv_peer_mem.service /usr/lib/modprobe.d/00-nvidia-peer-memory.conf \
 		/usr/bin/nvidia-peermem-doctor; do
 		grep -qx \$f /tmp/m || { echo missing \$f; exit 1; }; done
-	grep -qx /usr/src/nvidia-peer-memory-$V/dkms.conf /tmp/d
+	grep -qx /usr/src/nvidia-peer-memory-$V/dkms.conf /tmp/d && grep -qx /usr/src/nvidia-peer-memory-$V/carried-src/rust/kernel/lib.rs /tmp/d
 	rpm -qp --configfiles rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | grep -qx /etc/infiniband/nv_peer_mem.conf
 	rpm -qp --triggers $RPM_DKMS | grep -q nvidia-kmod-common && rpm -qp --triggers $RPM_DKMS | grep -q mlnx-ofa_kernel
 	rpm -qp --scripts $RPM_DKMS | grep -q 'dkms remove'
@@ -304,6 +315,15 @@ insh rust-headers-wrong-bindgen "mkdir -p /tmp/fakebin2 && printf '#!/bin/sh\nec
 	echo \"\$out\" | grep -q \"bindgen: the kernel needs 'bindgen 0.71.1'\""
 insh rust-headers-no-rust-kernel "mkdir -p /tmp/norust && echo 'CONFIG_MODULES=y' >/tmp/norust/.config
 	! out=\$(sh src/scripts/rust-headers.sh 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'without Rust support'"
+# As DKMS's PRE_BUILD (--or-carried): no error, the reason and carried mode.
+insh rust-headers-or-carried-no-rust "out=\$(sh src/scripts/rust-headers.sh --or-carried 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'without Rust support' && echo \"\$out\" | grep -q '(carried mode)'"
+insh rust-headers-or-carried-no-linux-source "out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-oc sh src/scripts/rust-headers.sh --or-carried $KREL 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && echo \"\$out\" | grep -q '(carried mode)' &&
+	test ! -e /usr/src/linux-headers-$KREL/scripts/target.json && test ! -e /tmp/rh-oc"
+# Errors that carried mode cannot cure stay errors.
+insh rust-headers-or-carried-no-headers "! out=\$(sh src/scripts/rust-headers.sh --or-carried 1.2.3-none /nonexistent 2>&1); echo \"\$out\"
+	echo \"\$out\" | grep -q 'no headers for 1.2.3-none'"
 # Headers that carry the compiled crates already (a full tree, Ubuntu's
 # linux-lib-rust, Arch): used as they are, nothing built or cached.
 insh rust-headers-crates-present "rm -rf /tmp/withcrates && mkdir -p /tmp/withcrates/rust /tmp/withcrates/scripts &&
@@ -319,21 +339,32 @@ insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/n
 	echo \"\$out\" | grep -q 'apt install linux-lib-rust-$KREL' && test ! -e /tmp/rh-ub"
 insh rust-headers-dry-run-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /tmp/rh-dry"
-# DKMS keeps PRE_BUILD's output in make.log; the postinst says it first.
-# dpkg fails (exit 1: DKMS built nothing) and the package is half-configured,
-# as README's Troubleshooting says.
-step "dpkg -i of the DKMS package without linux-source: the reason in dpkg's output"
-expect_rc dkms-no-linux-source-fails 1 inlog dkms-no-linux-source "dpkg -i deb/$DEB_DKMS"
-# The reason and what to do, both before DKMS's "Consult .../make.log".
-check dkms-no-linux-source-reason awk -v r="linux-source: no /usr/src/linux-source-7.3.tar.xz (Debian: apt-get install linux-source-7.3=$KPKGVER)" \
+# Without linux-source the headers of the Rust kernel cannot be made
+# Rust-capable, so the build would take carried mode (DKMS's build of it is
+# the 6.12 step's, below); without bindgen too, neither mode can build: the
+# install fails, fast, with the reason in dpkg's output, before DKMS's
+# "Consult .../make.log", and leaves the package half-configured, as README's
+# Troubleshooting says.
+step "dpkg -i of the DKMS package without linux-source and bindgen: the reason in dpkg's output"
+inr mv /usr/bin/bindgen /usr/bin/bindgen.away
+expect_rc dkms-no-toolchain-fails 1 inlog dkms-no-toolchain "dpkg -i deb/$DEB_DKMS"
+inr mv /usr/bin/bindgen.away /usr/bin/bindgen
+check dkms-no-toolchain-reason awk -v r="rust-toolchain: carried mode (the kernel has no usable Rust) needs: bindgen>=" \
 	-v k="nvidia-peer-memory-dkms: DKMS cannot build nvidia_peermem for $KREL: install the above, then: dpkg --configure -a" \
 	-v m="Consult /var/lib/dkms/nvidia-peer-memory/$V/build/make.log" '
 	!R && index($0, r) { R = NR } !K && index($0, k) { K = NR } !M && index($0, m) { M = NR }
-	END { if (!(R && K && M && R < M && K < M)) { print "lines: reason " R ", hint " K ", make.log " M; exit 1 } }' "$LOGS/dkms-no-linux-source.log"
-insh dkms-no-linux-source-half-configured "dpkg -s nvidia-peer-memory-dkms | grep -qx 'Status: install ok half-configured' &&
-	grep -q 'apt-get install linux-source-7.3=$KPKGVER' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log"
-if inlog dkms-no-linux-source-purge "dpkg --purge nvidia-peer-memory-dkms && test ! -e /var/lib/dkms/nvidia-peer-memory"; then
-	ok dkms-no-linux-source-purge; else bad dkms-no-linux-source-purge "see $LOGS/dkms-no-linux-source-purge.log"; fi
+	END { if (!(R && K && M && R < M && K < M)) { print "lines: reason " R ", hint " K ", make.log " M; exit 1 } }' "$LOGS/dkms-no-toolchain.log"
+# PRE_BUILD fell back to carried mode (no linux-source), whose toolchain check stopped the build.
+insh dkms-no-toolchain-make-log "grep -q 'linux-source: no /usr/src/linux-source-7.3.tar.xz' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log &&
+	grep -q '(carried mode)' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log &&
+	grep -q 'needs: bindgen>=' /var/lib/dkms/nvidia-peer-memory/$V/build/make.log"
+insh dkms-no-toolchain-half-configured "dpkg -s nvidia-peer-memory-dkms | grep -qx 'Status: install ok half-configured'"
+insh dkms-tree-carried-src "/usr/src/nvidia-peer-memory-$V/kbuild/carried-source.sh --verify /usr/src/nvidia-peer-memory-$V/carried-src"
+insh dkms-ready-carried "/usr/lib/nvidia-peer-memory/dkms-ready $KREL | grep -qx '$KREL: carried mode (the pinned Rust crates built into the module)'"
+insh dkms-ready-names-missing "rc=0; BINDGEN=/nonexistent /usr/lib/nvidia-peer-memory/dkms-ready $KREL 2>/tmp/err || rc=\$?; cat /tmp/err
+	test \$rc = 1 && grep -q 'needs: bindgen>=' /tmp/err && grep -q 'install: rustc rust-src bindgen libclang-dev' /tmp/err"
+if inlog dkms-no-toolchain-purge "dpkg --purge nvidia-peer-memory-dkms && test ! -e /var/lib/dkms/nvidia-peer-memory"; then
+	ok dkms-no-toolchain-purge; else bad dkms-no-toolchain-purge "see $LOGS/dkms-no-toolchain-purge.log"; fi
 step "installing linux-source-7.3 from the root's apt cache"
 inlog linux-source "apt-get install -y --no-download --no-install-recommends linux-source-7.3=$KPKGVER" ||
 	bad linux-source "see $LOGS/linux-source.log"
@@ -493,6 +524,46 @@ if inlog kernel-remove "dkms remove nvidia-peer-memory/$V -k $KREL2 && apt-get p
 	ok kernel-remove; else bad kernel-remove "see $LOGS/kernel-remove.log"; fi
 check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KREL2 && test ! -e /var/cache/nvidia-peer-memory/rust-headers/$KREL2/installed"
 
+# --- a kernel without Rust ----------------------------------------------------------------------
+# Debian 13's default kernel (6.12, built without Rust): its headers packages
+# as the kernels suite fetched them (scripts/provision-carried.sh). Their
+# postinst hook runs DKMS, whose build carries the kernel's Rust support.
+# (--force-depends: the image they name is not needed for a build.)
+KENV_NORUST=$NVPM_CACHE/kernel-6.12.env
+if [ -r "$KENV_NORUST" ]; then
+	# shellcheck source=/dev/null disable=SC2153 # KREL, CHROOT, KROOT: the file's
+	KREL_NORUST=$(. "$KENV_NORUST" && echo "$KREL") debs_norust=$(. "$KENV_NORUST" && echo "$CHROOT$KROOT/debs")
+	step "a kernel without Rust: dpkg -i linux-headers-$KREL_NORUST -> DKMS builds in carried mode (3-5 minutes)"
+	rm -rf "$ROOT/tmp/norust-debs" && mkdir -p "$ROOT/tmp/norust-debs"
+	cp "$debs_norust"/linux-headers-*.deb "$debs_norust"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
+	# The kernel has MODVERSIONS: the build needs the driver's and OFED's
+	# tables, which a real host has where their packages leave them. Stand-ins
+	# there, with CRCs that are not 0 (no module is loaded here, so their
+	# values need not be the real ones); gone again after the step.
+	scripts/abi-symvers.sh src/ffi | awk -v OFS='\t' -F '\t' '{ $1 = "0x5ca1ab1e" } 1' >"$RUN/norust.symvers"
+	mkdir -p "$ROOT/usr/src/nvidia-580.95.05" "$ROOT/usr/src/ofa_kernel/default"
+	grep 'nvidia_p2p_' "$RUN/norust.symvers" >"$ROOT/usr/src/nvidia-580.95.05/Module.symvers"
+	grep '_peer_memory_client' "$RUN/norust.symvers" >"$ROOT/usr/src/ofa_kernel/default/Module.symvers"
+	if inlog_progress kernel-norust "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok kernel-norust-install; else
+		bad kernel-norust-install "$(tail -n 15 "$LOGS/kernel-norust.log")"; fi
+	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$KREL_NORUST/x86_64/log/make.log" "$LOGS/dkms-make-$KREL_NORUST.log" 2>/dev/null
+	insh kernel-norust-built "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $KREL_NORUST, x86_64: installed' &&
+		modinfo -F vermagic /lib/modules/$KREL_NORUST/updates/dkms/nvidia_peermem.ko* | grep -q '^$KREL_NORUST '"
+	check kernel-norust-reason grep -q "kernel $KREL_NORUST is built without Rust support" "$LOGS/dkms-make-$KREL_NORUST.log"
+	check kernel-norust-carried grep -q '^nvidia_peermem: Rust support: carried' "$LOGS/dkms-make-$KREL_NORUST.log"
+	insh kernel-norust-dkms-ready "/usr/lib/nvidia-peer-memory/dkms-ready $KREL_NORUST | grep -qx '$KREL_NORUST: carried mode (the pinned Rust crates built into the module)'"
+	insh kernel-norust-first-kept "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed'"
+	# Gone again; the module index depmod wrote goes with it, as the image's removal would take it.
+	if inlog kernel-norust-remove "dkms remove nvidia-peer-memory/$V -k $KREL_NORUST &&
+		dpkg --purge \$(for d in /tmp/norust-debs/*.deb; do dpkg-deb -f \$d Package; done) &&
+		rm -rf /lib/modules/$KREL_NORUST /tmp/norust-debs /usr/src/nvidia-580.95.05 /usr/src/ofa_kernel"; then
+		ok kernel-norust-remove; else bad kernel-norust-remove "see $LOGS/kernel-norust-remove.log"; fi
+elif [ -n "${NVPM_PKGTEST_CARRIED:-}" ]; then
+	bad kernel-norust "no $KENV_NORUST: the kernels suite provisions Debian 13's 6.12 first (make check runs it before this suite)"
+else
+	echo "  SKIP packaging/kernel-norust-*: Debian 13's 6.12 headers are not provisioned (scripts/provision-carried.sh 6.12; make check does it first)"
+fi
+
 # --- NVIDIA driver and OFED upgrades ---------------------------------------------------------------
 step "NVIDIA driver and OFED upgrades: fake packages, the dpkg trigger rebuilds"
 fakepkg() { # NAME VERSION FILE-IN-PKG SOURCE-FILE
@@ -614,6 +685,8 @@ modversions_dkms() {
 		grep -q \"the NVIDIA driver's (nvidia_p2p_\\*): looked in /var/lib/dkms/nvidia/\\*/build\" $mlog &&
 		grep -q \"the RDMA core's (ib_register_peer_memory_client): looked in /usr/src/ofa_kernel/\" $mlog &&
 		grep -q 'make NVPM_EXTRA_SYMBOLS=' $mlog"
+	# It stops there, before compiling anything (it once went on to modpost's "undefined!").
+	insh modversions-no-symvers-stops-first "! grep -Eq '^ +(RUSTC|CC|MODPOST) ' $mlog && ! grep -q 'undefined!' $mlog"
 
 	# Where the driver's DKMS build (its last build, for this kernel) and
 	# DOCA-OFED's kernel sources leave them.

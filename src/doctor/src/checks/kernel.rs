@@ -630,9 +630,10 @@ fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
 }
 
 /// `kernel.headers` for a Rust kernel whose headers lack the compiled
-/// crates: a build from the source tree takes carried mode; DKMS runs
-/// rust-headers first, which builds them from linux-source with the
-/// kernel's own toolchain (then the build takes kernel mode).
+/// crates: DKMS runs rust-headers first, which builds them from
+/// linux-source with the kernel's own toolchain (then the build takes kernel
+/// mode); where it cannot, it says why and the build takes carried mode, as
+/// a build from the source tree does.
 fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
     const ID: &str = "kernel.headers";
     let rustc = on_path(
@@ -654,8 +655,7 @@ fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: 
         .filter_map(|p| p.mismatch.clone())
         .collect();
     let lacking = format!("the headers of {release} lack the compiled Rust crates");
-    let from_source =
-        format!("or build from the source tree in carried mode (kernel.rust): `make KDIR={build}`");
+    let carried = format!("DKMS builds in carried mode (kernel.rust), as `make KDIR={build}` does");
     match linux_source(ctx, release) {
         Some(source) if wrong.is_empty() => Check::ok(
             ID,
@@ -664,26 +664,22 @@ fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: 
                  (a build from the source tree takes carried mode)"
             ),
         ),
-        Some(source) => Check::warn(
+        Some(source) => Check::ok(
             ID,
             format!(
-                "{lacking}: a build from the source tree takes carried mode; rust-headers, which DKMS runs before \
-                 each build, builds them from {source} only with the kernel's own toolchain, and PATH lacks {}",
-                list(&wrong)
-            ),
-            format!(
-                "for DKMS: {}; {from_source}",
+                "{lacking}: {carried}; rust-headers, which DKMS runs before each build, would build them from {source} \
+                 for kernel mode only with the kernel's own toolchain, and PATH lacks {} ({})",
+                list(&wrong),
                 toolchain_fix(&rustc.wanted, &bindgen.wanted)
             ),
         ),
-        None => Check::warn(
+        None => Check::ok(
             ID,
             format!(
-                "{lacking} and no linux-source-{} is there to build them from: a build from the source tree takes \
-                 carried mode, but rust-headers, which DKMS runs before each build, cannot give them their crates",
-                source_series(release)
+                "{lacking} and no linux-source-{} is there to build them from: {carried} (for kernel mode: {})",
+                source_series(release),
+                headers_fix(release)
             ),
-            format!("for DKMS: {}; {from_source}", headers_fix(release)),
         ),
     }
 }

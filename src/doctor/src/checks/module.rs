@@ -42,8 +42,9 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
             )
         } else if let Some(build) = carried_build.filter(|_| ours_installed.is_empty()) {
             format!(
-                "build it in carried mode (kernel.rust) from the release tarball's source tree: \
-                 `make KDIR={build} && make KDIR={build} install`, then `modprobe nvidia_peermem`"
+                "install the nvidia-peermem package for this kernel (DKMS builds it in carried mode, kernel.rust; \
+                 or from the release tarball's source tree: `make KDIR={build} && make KDIR={build} install`), \
+                 then `modprobe nvidia_peermem`"
             )
         } else if ours_installed.is_empty() && ctx.release.is_some() {
             "install the nvidia-peermem package for this kernel (DKMS builds it), then `modprobe nvidia_peermem`"
