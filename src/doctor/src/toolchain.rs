@@ -193,18 +193,21 @@ mod tests {
         assert_eq!(search_path(None).len(), DEFAULT_PATH.len());
     }
 
+    /// A shell script at @path below @dir that runs @body.
+    fn stand_in(dir: &std::path::Path, path: &str, body: &str) {
+        let p = dir.join(path);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
     /// Stand-ins below a root: found in PATH order, their answers read,
     /// a failing or silent one said so.
     #[test]
     fn stand_ins() {
         let dir = std::env::temp_dir().join(format!("peermem-doctor-tc-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let script = |path: &str, body: &str| {
-            let p = dir.join(path);
-            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-            fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
-            fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
-        };
+        let script = |path: &str, body: &str| stand_in(&dir, path, body);
         script(
             "opt/bin/rustc",
             "echo 'rustc 1.85.1 (4eb161250 2025-03-15)'; echo more",
@@ -238,12 +241,7 @@ mod tests {
     fn sysroot_and_clang() {
         let dir = std::env::temp_dir().join(format!("peermem-doctor-tc2-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let script = |path: &str, body: &str| {
-            let p = dir.join(path);
-            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-            fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
-            fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
-        };
+        let script = |path: &str, body: &str| stand_in(&dir, path, body);
         // Real rustc and bindgen answer each argument; these too.
         script(
             "a/rustc",

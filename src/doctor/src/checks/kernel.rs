@@ -299,24 +299,7 @@ fn toolchain_state(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> Toolchain {
             detail: t.detail.clone(),
         };
     }
-    let rustc = on_path(
-        ctx,
-        c,
-        rm.rustc.as_ref(),
-        "rustc",
-        "CONFIG_RUSTC_VERSION_TEXT",
-    );
-    let bindgen = on_path(
-        ctx,
-        c,
-        rm.bindgen.as_ref(),
-        "bindgen",
-        "CONFIG_BINDGEN_VERSION_TEXT",
-    );
-    let lacks: Vec<String> = [&rustc, &bindgen]
-        .iter()
-        .filter_map(|p| p.mismatch.clone())
-        .collect();
+    let (rustc, bindgen, lacks) = kernel_toolchain(ctx, c, rm);
     let summary = if lacks.is_empty() {
         format!(
             "rustc {} and bindgen {} on PATH are the ones the kernel was built with",
@@ -629,13 +612,8 @@ fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
         .collect()
 }
 
-/// `kernel.headers` for a Rust kernel whose headers lack the compiled
-/// crates: DKMS runs rust-headers first, which builds them from
-/// linux-source with the kernel's own toolchain (then the build takes kernel
-/// mode); where it cannot, it says why and the build takes carried mode, as
-/// a build from the source tree does.
-fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
-    const ID: &str = "kernel.headers";
+/// The rustc and bindgen the kernel names against PATH's, and what differs.
+fn kernel_toolchain(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPath, Vec<String>) {
     let rustc = on_path(
         ctx,
         c,
@@ -650,10 +628,21 @@ fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: 
         "bindgen",
         "CONFIG_BINDGEN_VERSION_TEXT",
     );
-    let wrong: Vec<String> = [&rustc, &bindgen]
+    let wrong = [&rustc, &bindgen]
         .iter()
         .filter_map(|p| p.mismatch.clone())
         .collect();
+    (rustc, bindgen, wrong)
+}
+
+/// `kernel.headers` for a Rust kernel whose headers lack the compiled
+/// crates: DKMS runs rust-headers first, which builds them from
+/// linux-source with the kernel's own toolchain (then the build takes kernel
+/// mode); where it cannot, it says why and the build takes carried mode, as
+/// a build from the source tree does.
+fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
+    const ID: &str = "kernel.headers";
+    let (rustc, bindgen, wrong) = kernel_toolchain(ctx, c, rm);
     let lacking = format!("the headers of {release} lack the compiled Rust crates");
     let carried = format!("DKMS builds in carried mode (kernel.rust), as `make KDIR={build}` does");
     match linux_source(ctx, release) {
