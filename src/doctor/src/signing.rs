@@ -4,6 +4,7 @@
 //! `MODULE_SIG_FORCE`, lockdown), whether a module file carries one, and
 //! the key DKMS signs with (its MOK) and whether UEFI has it enrolled.
 
+use crate::carried::Distro;
 use crate::inflate;
 use crate::kconfig::KConfig;
 use crate::root::Root;
@@ -267,9 +268,7 @@ pub const UBUNTU_MOK: (&str, &str) = (
 /// `/etc/dkms/framework.conf` (and `framework.conf.d/*.conf`), else the
 /// distribution's default.
 pub fn dkms_mok(root: &Root) -> MokKey {
-    let ubuntu = root
-        .read_text("/etc/os-release")
-        .is_some_and(|t| t.lines().any(|l| l.trim() == "ID=ubuntu"));
+    let ubuntu = Distro::read(root).is_ok_and(|d| d.id == "ubuntu");
     let (key, cert) = if ubuntu { UBUNTU_MOK } else { DEBIAN_MOK };
     let mut mok = MokKey {
         key: key.to_string(),
@@ -440,7 +439,7 @@ mod tests {
         let dir = crate::root::scratch_tree(
             "mok",
             &[
-                ("etc/os-release", "NAME=\"Ubuntu\"\nID=ubuntu\n"),
+                ("etc/os-release", "NAME=\"Ubuntu\"\nID=\"ubuntu\"\n"),
                 (
                     "etc/dkms/framework.conf",
                     "# mok_signing_key=/var/lib/dkms/mok.key\n",

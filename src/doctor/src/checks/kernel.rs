@@ -412,8 +412,16 @@ fn headers_fix(release: &str) -> String {
     )
 }
 
-/// What to install for headers that are missing or incomplete.
-fn headers_install_fix(rm: &RustMode, release: &str) -> String {
+/// What to install for headers that are missing. A kernel that no package
+/// installed (no `/lib/modules/<release>`) has no headers package either.
+fn headers_install_fix(rm: &RustMode, release: &str, packaged: bool) -> String {
+    if !packaged {
+        return format!(
+            "no package installed kernel {release} (/lib/modules/{release} is absent), so no headers package \
+             matches it: take its prepared build tree (`make modules_prepare`) from whoever built it and link it \
+             as /lib/modules/{release}/build"
+        );
+    }
     match rm.mode {
         Mode::Kernel => format!(
             "Debian: `apt-get install linux-headers-{release}`; Ubuntu: `apt install linux-headers-{release}` \
@@ -430,8 +438,13 @@ fn headers_install_fix(rm: &RustMode, release: &str) -> String {
 enum Headers {
     /// The release is unknown: no headers to look for.
     Unknown,
-    /// No `/lib/modules/<release>/build`.
-    Absent { release: String, build: String },
+    /// No `/lib/modules/<release>/build`; `packaged`: `/lib/modules/<release>`
+    /// exists, as every distribution's kernel package makes it.
+    Absent {
+        release: String,
+        build: String,
+        packaged: bool,
+    },
     /// Carried mode: the headers hold no configuration.
     Unconfigured { release: String, build: String },
     /// Carried mode: the headers and the configuration file in them.
@@ -457,7 +470,12 @@ fn headers_state(ctx: &Ctx<'_>, rm: &RustMode) -> Headers {
     };
     let build = format!("{}/build", modules_dir(&release));
     if !ctx.root.is_dir(&build) {
-        return Headers::Absent { release, build };
+        let packaged = ctx.root.is_dir(&modules_dir(&release));
+        return Headers::Absent {
+            release,
+            build,
+            packaged,
+        };
     }
     if let Mode::Carried(_) = rm.mode {
         // What rust-mode.sh takes as a configured kernel tree.
@@ -492,9 +510,13 @@ impl Headers {
     /// What they lack for a build, in a few words, and how to get it.
     fn lack(&self, rm: &RustMode) -> Option<(String, String)> {
         match self {
-            Headers::Absent { release, build } => Some((
+            Headers::Absent {
+                release,
+                build,
+                packaged,
+            } => Some((
                 format!("the headers of {release} ({build})"),
-                headers_install_fix(rm, release),
+                headers_install_fix(rm, release, *packaged),
             )),
             Headers::Unconfigured { release, build } => Some((
                 format!("a configured kernel tree in {build} (its .config)"),
@@ -535,11 +557,15 @@ pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
     let mut detail = crate_detail(ctx, &state);
     let check = match &state {
         Headers::Unknown => return Check::info(ID, "kernel release unknown: headers not checked"),
-        Headers::Absent { release, build } => build_blocked(
+        Headers::Absent {
+            release,
+            build,
+            packaged,
+        } => build_blocked(
             ctx,
             ID,
             format!("no headers for {release} ({build})"),
-            headers_install_fix(rm, release),
+            headers_install_fix(rm, release, *packaged),
         ),
         Headers::Unconfigured { release, build } => build_blocked(
             ctx,

@@ -51,6 +51,7 @@ fixtures! {
     iommu_passthrough => "iommu-passthrough",
     loaded_no_ko => "loaded-no-ko",
     kernel_carried_debian12 => "kernel-carried-debian12",
+    kernel_carried_no_headers => "kernel-carried-no-headers",
     kernel_carried_no_libclang => "kernel-carried-no-libclang",
     kernel_carried_no_rust_src => "kernel-carried-no-rust-src",
     kernel_carried_other_rustc => "kernel-carried-other-rustc",
