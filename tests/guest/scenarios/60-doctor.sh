@@ -128,7 +128,7 @@ for layout in default persistent0; do
 	expect_eq $t/provider-summary "ib_register_peer_memory_client is exported by mofed_peer_sim" "$(jc rdma.peer_symbols summary)"
 	expect_eq $t/no-conflict-loaded "[]" "$(jv facts.conflicts.loaded)"
 	expect_eq $t/no-conflict-installed "[]" "$(jv facts.conflicts.installed)"
-	expect_eq $t/gdr-summary "GPUDirect RDMA detected by NCCL: yes, by UCX: yes" "$(jc gdr.detection summary)"
+	expect_eq $t/gdr-summary "peer memory detected by NCCL: yes, by UCX: yes" "$(jc gdr.detection summary)"
 	expect_eq $t/stats-fresh "0 0 0" "$(jv stats.contexts_live) $(jv stats.registrations) $(jv stats.pinned_bytes)"
 	expect_stats_match $t/stats-as-debugfs
 

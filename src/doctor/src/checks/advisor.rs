@@ -258,6 +258,16 @@ impl Dmabuf {
         }
     }
 
+    /// Whether jobs would register through dma-buf: nothing known says no
+    /// and the kernel, its RDMA core and the driver flavour are known (the
+    /// GPUs' own answer may be unknown: the probe is optional).
+    pub fn usable(&self) -> bool {
+        self.ready() != Some(false)
+            && self.kernel.is_some()
+            && self.rdma_core.is_some()
+            && self.open.is_some()
+    }
+
     /// What stands in the way, in words.
     pub fn missing(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -697,8 +707,7 @@ pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
                 m.is_empty() || m.iter().all(|(_, (_, mode))| *mode == GdrMode::Disabled)
             })
             .count();
-    let dmabuf_ok =
-        d.ready() != Some(false) && d.kernel.is_some() && d.rdma_core.is_some() && d.open.is_some();
+    let dmabuf_ok = d.usable();
     let needed = if dmabuf_ok {
         format!(
             "{MODULE} is not needed for NCCL's or UCX's memory registrations (keep it for MOFED's GPU-resident queues: \

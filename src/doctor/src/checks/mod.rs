@@ -26,7 +26,7 @@
 //! | `pci.topology`        | nearest NIC of each GPU (PIX/PXB/PHB/NODE/SYS)       |
 //! | `pci.acs`             | ACS on the bridges between GPUs and NICs             |
 //! | `iommu.mode`          | passthrough or translated                            |
-//! | `gdr.detection`       | the files NCCL and UCX test for GPUDirect RDMA       |
+//! | `gdr.detection`       | the files NCCL and UCX test for peer memory          |
 //! | `nvidia.settings`     | `/proc/driver/nvidia/params`, chipset topology rule  |
 //! | `dmabuf.kernel`       | kernel, RDMA core and driver flavour for dma-buf     |
 //! | `dmabuf.gpu`          | the GPUs' own answer through libcuda                 |

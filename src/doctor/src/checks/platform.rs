@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{bytes, colon_list, few, list, Ctx, MODULE};
+use super::{advisor, bytes, colon_list, few, list, Ctx, MODULE};
 use crate::bars::Bar1;
 use crate::pci::{Acs, PciDev, BUS_DEVICES};
 use crate::report::Check;
@@ -369,7 +369,8 @@ pub const NCCL_PATHS: [usize; 3] = [0, 1, 2];
 /// See [`NCCL_PATHS`].
 pub const UCX_PATHS: [usize; 3] = [0, 2, 3];
 
-/// `gdr.detection`: would NCCL and UCX see GPUDirect RDMA?
+/// `gdr.detection`: would NCCL and UCX find peer memory? Where dma-buf
+/// works they do not need it (`gdr.path`), so its absence is not a failure.
 pub(crate) fn gdr_detection(ctx: &Ctx<'_>) -> Check {
     const ID: &str = "gdr.detection";
     let present: Vec<bool> = GDR_PATHS.iter().map(|p| ctx.root.exists(p)).collect();
@@ -389,12 +390,19 @@ pub(crate) fn gdr_detection(ctx: &Ctx<'_>) -> Check {
     });
     let yes = |b: bool| if b { "yes" } else { "no" };
     let summary = format!(
-        "GPUDirect RDMA detected by NCCL: {}, by UCX: {}",
+        "peer memory detected by NCCL: {}, by UCX: {}",
         yes(nccl),
         yes(ucx)
     );
     const FIX: &str =
         "load nvidia_peermem: /sys/module/nvidia_peermem/version satisfies both NCCL and UCX";
+    if !nccl && !ucx && advisor::dmabuf(ctx).usable() {
+        return Check::info(
+            ID,
+            format!("{summary}: they register GPU memory through dma-buf here (gdr.path)"),
+        )
+        .detail(detail);
+    }
     if !nccl && !ucx {
         return Check::fail(ID, summary, FIX).detail(detail);
     }

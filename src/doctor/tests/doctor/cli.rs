@@ -82,7 +82,7 @@ fn empty_root_is_findings_not_a_panic() {
         "FAIL   nvidia.driver         the NVIDIA driver (nvidia.ko) is not loaded",
         "INFO   nvidia.p2p            /proc/kallsyms unreadable",
         "INFO   conflict.bundled      kernel release unknown",
-        "FAIL   gdr.detection         GPUDirect RDMA detected by NCCL: no, by UCX: no",
+        "FAIL   gdr.detection         peer memory detected by NCCL: no, by UCX: no",
     ] {
         assert!(text.contains(line), "missing '{line}' in\n{text}");
     }
