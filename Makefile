@@ -70,7 +70,7 @@ MODVERSIONS := $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KD
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
 BENCH_JSON ?= build/bench.json
 BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENCH_MAX_COUNT \
-	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT BENCH_ANCHOR
+	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT BENCH_ANCHOR BENCH_CARRIED
 BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
 # `make check-anchor` (tests/anchor/run.sh): the same for its knobs.
 ANCHOR_VARS = ANCHOR_GROUPS ANCHOR_VERSION ANCHOR_DEADLOCK_MS

@@ -1,9 +1,11 @@
 # The registration benchmark (`make bench`, tests/README.md "Benchmark"),
 # run in the guest as a scenario of tests/bench.
 #
-# Three stacks one after the other in this guest, each the simulators and
-# one module: this module ("ours", persistent_api_support=0, NVIDIA's legacy
-# layout, so that both clients are registered), NVIDIA's nvidia-peermem
+# Up to four stacks one after the other in this guest, each the simulators
+# and one module: this module ("ours", persistent_api_support=0, NVIDIA's legacy
+# layout, so that both clients are registered), the same module built in
+# carried mode ("carried", /tests/carried.ko: the kernel's Rust crates built
+# into it; skipped when absent), NVIDIA's nvidia-peermem
 # ("anchor", /tests/anchor.ko, tests/anchor/build.sh; skipped when absent)
 # and peer_test_client as the best any client could do through this core
 # ("ideal": one pin per registration, coalesced SGEs, no module reference per
@@ -115,6 +117,13 @@ stack_load() {
 		load_stack "bench-$1" "mode=$BENCH_MODE" "" "persistent_api_support=0" || return 1
 		P=nv_mem_nc R=nv_mem
 		;;
+	carried)
+		load_stack_sims "bench-$1" "mode=$BENCH_MODE" && insmod /tests/carried.ko persistent_api_support=0 || {
+			fail "bench-$1/load" "this module built in carried mode"
+			return 1
+		}
+		P=nv_mem_nc R=nv_mem
+		;;
 	anchor)
 		load_stack_sims "bench-$1" "mode=$BENCH_MODE" && insmod /tests/anchor.ko || {
 			fail "bench-$1/load" "NVIDIA's nvidia-peermem"
@@ -142,7 +151,7 @@ load_stack_sims() {
 
 stack_unload() {
 	case $1 in
-	ours) unload_stack "bench-$1" ;;
+	ours | carried) unload_stack "bench-$1" ;;
 	*)
 		expect_ok "bench-$1/clean" nvpm-tool expect-clean
 		for m in peer_test_client nvidia_peermem mofed_peer_sim nvidia; do ! loaded $m || rmmod $m; done
@@ -151,6 +160,7 @@ stack_unload() {
 }
 
 stacks="ours"
+[ ! -r /tests/carried.ko ] || stacks="$stacks carried"
 [ ! -r /tests/anchor.ko ] || stacks="$stacks anchor"
 stacks="$stacks ideal"
 for stack in $stacks; do

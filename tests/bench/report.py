@@ -6,9 +6,11 @@ Reads the NVPM-BENCH lines that tests/bench/10-registration.sh printed in the
 guest's serial log, prints a table per cost setting with the issues'
 targets (PASS/MISS), and writes the JSON rows.
 
-Three stacks are measured in the same guest, one after the other: this
-module ("ours"), NVIDIA's nvidia-peermem ("anchor") and peer_test_client as
-the ideal client ("ideal"); each client row is compared with the bare
+Up to four stacks are measured in the same guest, one after the other: this
+module ("ours"), the same module built in carried mode ("carried", the
+kernel's Rust crates built into it: ratio_vs_kernel_mode is its time per
+registration over ours), NVIDIA's nvidia-peermem ("anchor") and
+peer_test_client as the ideal client ("ideal"); each client row is compared with the bare
 provider loops of its own stack, and this module's rows with the anchor's
 (speedup_vs_anchor: the anchor's time per registration over ours) and the
 ideal's (ratio_vs_ideal: ours over the ideal's) of the same cell. SGEs per
@@ -160,12 +162,18 @@ def parse(log):
                 prof = {k: (v if k in text else int(v)) for k, v in kv.items()}
             except ValueError:
                 continue
-            # bare rows of the other stacks are baselines only
-            if prof["stack"] == "ours" or not prof["client"].startswith("bare"):
+            # bare rows of the other stacks are baselines only; the carried
+            # stack's rows share ours' names and are compared in its own table
+            if prof["stack"] == "ours" or (prof["stack"] != "carried"
+                                           and not prof["client"].startswith("bare")):
                 profiles[(prof["cost"], prof["client"], prof["layout"], prof["size"])] = prof
         elif kind == "done":
             done = True
     return env, sgs, loops, profiles, done
+
+
+# Issue #28: carried mode over kernel mode, at every size.
+CARRIED_TARGET = 1.02
 
 
 def ratio_target(size):
@@ -231,9 +239,15 @@ def analyse(sgs, loops, ctx_bytes, sg_size):
         row["client_bytes_per_gib"] = (None if row["client_bytes_per_reg"] is None else
                                        row["client_bytes_per_reg"] * GIB / size)
         rows.append(row)
-    # This module against the anchor and the ideal client of the same cell.
-    by = {(r["cost_us"], r["row"], r["layout"], r["size_bytes"]): r for r in rows}
+    # This module against the anchor and the ideal client of the same cell;
+    # in carried mode against itself in kernel mode.
+    by = {(r["cost_us"], r["row"], r["layout"], r["size_bytes"]): r
+          for r in rows if r["stack"] != "carried"}
     for r in rows:
+        if r["stack"] == "carried":
+            own = by.get((r["cost_us"], r["row"], r["layout"], r["size_bytes"]))
+            r["ratio_vs_kernel_mode"] = r["ns_per_reg"] / own["ns_per_reg"] if own else None
+            continue
         if r["row"] not in PEERS:
             continue
         anchor, ideal = (by.get((r["cost_us"], p, r["layout"], r["size_bytes"]))
@@ -247,7 +261,19 @@ def judge(rows):
     """Targets per cost setting: list of (cost, name, verdict, detail)."""
     out = []
     for cost in sorted({r["cost_us"] for r in rows}):
-        rs = [r for r in rows if r["cost_us"] == cost and r["row"] in OURS]
+        rs = [r for r in rows if r["cost_us"] == cost and r["row"] in OURS and r["stack"] == "ours"]
+        carried = [r for r in rows if r["cost_us"] == cost and r["stack"] == "carried"
+                   and r["row"] in OURS]
+        if carried:
+            miss = [r for r in carried if r["ratio_vs_kernel_mode"] is None
+                    or r["ratio_vs_kernel_mode"] > CARRIED_TARGET]
+            detail = "; ".join(f"{r['client']} {r['layout']} {fmt_size(r['size_bytes'])} "
+                               f"{r['ratio_vs_kernel_mode']:.3f}" for r in miss
+                               if r["ratio_vs_kernel_mode"])
+            out.append((cost, f"carried mode's time/reg <= {CARRIED_TARGET}x kernel mode's",
+                        "MISS" if miss else "PASS",
+                        f"{len(carried) - len(miss)}/{len(carried)} cells"
+                        + (f"; over: {detail}" if miss else "")))
         for lo, name in ((0, "time/reg <= 1.15x bare at 64 KiB"),
                          (2 << 20, "time/reg <= 1.05x bare at 2 MiB and above")):
             sel = [r for r in rs if (r["size_bytes"] >= lo if lo else r["size_bytes"] < 2 << 20)]
@@ -329,7 +355,8 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
             for size in sorted({r["size_bytes"] for r in rows}):
                 for name in ORDER:
                     r = next((x for x in rows if (x["cost_us"], x["row"], x["layout"],
-                                                  x["size_bytes"]) == (cost, name, layout, size)), None)
+                                                  x["size_bytes"]) == (cost, name, layout, size)
+                              and x["stack"] != "carried"), None)
                     if not r:
                         continue
                     if r["client"] == "bare":
@@ -355,12 +382,35 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
                           f"{r['regs_per_sec']:>9.0f} {r['ns_per_reg'] / 1e3:>9.1f} {spread:>15} "
                           f"{ratio:>6} {rng:>13} {tgt:>7} {r['provider_calls_per_reg']:>5g} "
                           f"{counts:>19} {r['sges_per_reg']:>9g} {mem:>14} {va:>9} {vi:>8}")
+        print_carried(rows, cost)
         print()
         print(f"targets (cost_us={cost}):")
         for c, name, verdict, detail in verdicts:
             if c == cost:
                 print(f"  {verdict:<4}  {name}: {detail}")
         print()
+
+
+def print_carried(rows, cost):
+    """This module in carried mode against itself in kernel mode, per cell."""
+    carried = [r for r in rows if r["cost_us"] == cost and r["stack"] == "carried"
+               and r["row"] in OURS]
+    if not carried:
+        return
+    print()
+    print(f"carried mode (the kernel's Rust crates built into the module) over kernel mode, "
+          f"target <= {CARRIED_TARGET}:")
+    hdr = (f"{'layout':<11} {'size':>7} {'client':<10} {'kernel us/reg':>13} "
+           f"{'carried us/reg':>14} {'ratio':>6} {'target':>7}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in sorted(carried, key=lambda x: (x["layout"], x["size_bytes"], ORDER.index(x["row"]))):
+        ratio = r["ratio_vs_kernel_mode"]
+        own = r["ns_per_reg"] / ratio if ratio else None
+        print(f"{r['layout']:<11} {fmt_size(r['size_bytes']):>7} {r['client']:<10} "
+              f"{own / 1e3 if own else 0:>13.1f} {r['ns_per_reg'] / 1e3:>14.1f} "
+              f"{ratio if ratio else 0:>6.3f} "
+              f"{'PASS' if ratio and ratio <= CARRIED_TARGET else 'MISS':>7}")
 
 
 def print_profiles(profiles):
@@ -432,20 +482,20 @@ def main():
     print_profiles(profiles)
     if not done:
         print("bench: the guest did not finish every measurement", file=sys.stderr)
-    keys = ["client", "layout", "size_bytes", "regs_per_sec", "ratio_vs_bare",
+    keys = ["stack", "client", "layout", "size_bytes", "regs_per_sec", "ratio_vs_bare",
             "provider_calls_per_reg", "sges_per_reg", "client_bytes_per_gib",
             "speedup_vs_anchor", "ratio_vs_ideal",
             # beyond the issue's keys: which run and API the row is, and its spread
             "cost_us", "api", "ns_per_reg", "ns_min", "ns_max", "reps", "count_per_rep",
             "drain_ns_per_reg", "pins_per_reg", "maps_per_reg", "unmaps_per_reg", "unpins_per_reg",
-            "client_bytes_per_reg", "profile_ns_per_reg"]
+            "client_bytes_per_reg", "profile_ns_per_reg", "ratio_vs_kernel_mode"]
     out = []
     for r in rows:
         o = {k: r.get(k) for k in keys}
         o["guest_clock"] = f"icount {args.icount}" if args.icount != "off" else "real"
         o["ratio_min"] = min(r["ratios"]) if r["ratios"] else None
         o["ratio_max"] = max(r["ratios"]) if r["ratios"] else None
-        o["ratio_target_met"] = None if r["row"] not in OURS else bool(
+        o["ratio_target_met"] = None if r["row"] not in OURS or r["stack"] == "carried" else bool(
             r["ratio_vs_bare"] is not None and r["ratio_vs_bare"] <= ratio_target(r["size_bytes"]))
         out.append(o)
     with open(args.json, "w", encoding="utf-8") as f:

@@ -17,6 +17,8 @@
 #   BENCH_TIMEOUT   seconds before the guest is killed (default 3600)
 #   BENCH_ANCHOR    0: no anchor rows (default 1: NVIDIA's nvidia-peermem,
 #                   tests/anchor/build.sh, fetched and built if not cached)
+#   BENCH_CARRIED   0: no carried rows (default 1: this module built again in
+#                   carried mode with the same rustc, compared with its own mode)
 #   BENCH_OUT       output directory (default build/bench); the JSON goes to
 #                   build/bench.json (the Makefile copies it to $BENCH_JSON)
 set -euo pipefail
@@ -40,6 +42,28 @@ if [ "${BENCH_ANCHOR:-1}" != 0 ]; then
 	else
 		echo "bench: no anchor rows: tests/anchor/build.sh failed (see $OUT/anchor-build.log)"
 	fi
+fi
+# This module in carried mode as /tests/carried.ko (the kernel's crates built
+# into it), then the tree rebuilt in its own mode for the guest's
+# nvidia_peermem.ko. Each build's size, for the report.
+rm -f "$OUT/carried.ko"
+if [ "${BENCH_CARRIED:-1}" != 0 ]; then
+	kmake() { make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" "$@" module; }
+	own=$(sed -n 's/^nvidia_peermem: Rust support: \([a-z]*\).*/\1/p' <<<"$(kmake 2>&1)")
+	own_size=$(stat -c %s nvidia_peermem.ko)
+	if [ "$own" = carried ]; then
+		echo "bench: no carried rows: this kernel builds the module in carried mode already"
+	elif kmake NVPM_RUST=carried >"$OUT/carried-build.log" 2>&1; then
+		cp nvidia_peermem.ko "$OUT/carried.ko"
+		files="$files $OUT/carried.ko"
+		echo "bench: carried mode's nvidia_peermem.ko $(stat -c %s "$OUT/carried.ko") bytes, $own mode's $own_size"
+	else
+		echo "bench: no carried rows: the carried build failed (see $OUT/carried-build.log)"
+	fi
+	kmake >>"$OUT/carried-build.log" 2>&1 || {
+		echo "bench: the module did not build again in $own mode (see $OUT/carried-build.log)"
+		exit 1
+	}
 fi
 icount=${BENCH_ICOUNT:-shift=0,sleep=off}
 qemu_args=
