@@ -31,8 +31,9 @@
  *                     put_pages_persistent; held by the free path (cudaFree)
  *                     across every free callback and the freeing of each
  *                     table that follows. A call that needs it from the task
- *                     running a callback never returns on the real driver: a
- *                     violation here. A wait for it that cannot end (a
+ *                     running a callback fails on the real driver:
+ *                     rmapiLockAcquire (rmapi.c) refuses its owner, -EIO (a
+ *                     violation here). A wait for it that cannot end (a
  *                     callback that has not returned for deadlock_ms while a
  *                     caller has waited as long) is a violation and fails
  *                     the waiting call with -EDEADLK, so the guest goes on.
@@ -735,6 +736,15 @@ static void gsim_api_unlock(void)
  * At the start of every API call: the artificial cost, counts the call,
  * refuses one that needs the API lock (@api) from a free callback, and
  * applies an armed injection. Holds no lock on return.
+ *
+ * The driver does not hang on such a call: each rm_p2p_* (osapi.c) takes the
+ * lock with rmapiLockAcquire (rmapi.c), whose
+ * NV_ASSERT_OR_RETURN(!rmapiLockIsOwner(), NV_ERR_INVALID_LOCK_STATE) refuses
+ * the thread that holds it, and nvidia_p2p_map_status (nv-p2p.c) maps that
+ * status, which its table lacks, to -EIO. Nothing is pinned, mapped or
+ * unpinned. The puts then also WARN (nv_p2p_put_pages: WARN_ON(status !=
+ * NV_OK)): logged here as an error line that says so, since a WARNING in the
+ * guest's log fails the run.
  */
 static int gsim_enter(enum gsim_fn fn, bool api)
 {
@@ -747,9 +757,12 @@ static int gsim_enter(enum gsim_fn fn, bool api)
 	atomic_long_inc(&gsim.calls[fn]);
 	if (api && gsim_in_callback()) {
 		gsim_violation(V_IN_CALLBACK,
-			       "nvidia_p2p_%s called from inside a free callback: it needs the API lock the callback runs under (the real driver deadlocks)",
+			       "nvidia_p2p_%s called from inside a free callback: it needs the API lock the callback runs under, which the real driver refuses to its owner (rmapiLockAcquire: NV_ERR_INVALID_LOCK_STATE): -EIO",
 			       gsim_fn_names[fn]);
-		return -EDEADLK;
+		if (fn == FN_PUT_PAGES || fn == FN_PUT_PAGES_PERSISTENT)
+			pr_err("the driver WARNs here: WARN_ON(status != NV_OK) in nv_p2p_put_pages (nv-p2p.c) for the refused nvidia_p2p_%s\n",
+			       gsim_fn_names[fn]);
+		return -EIO;
 	}
 	mutex_lock(&gsim.lock);
 	if (!inj->times)

@@ -300,8 +300,10 @@ static void tc_free_callback(void *data)
 	forward = ctx->mapped;
 	mutex_unlock(&ctx->lock);
 
+	/* The driver refuses it (its API lock is held here): -EIO, logged. */
 	if (tc_has_bug(TC_BUG_PUT_IN_CALLBACK))
-		nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt);
+		pr_info("put_in_callback: nvidia_p2p_put_pages returned %d\n",
+			nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt));
 	/* Allowed: it needs only the table's own lock. */
 	if (tc_has_bug(TC_BUG_UNMAP_IN_CALLBACK) && ctx->dm && forward) {
 		nvidia_p2p_dma_unmap_pages(ctx->peer, ctx->pt, ctx->dm);

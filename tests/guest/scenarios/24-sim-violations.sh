@@ -36,6 +36,11 @@ violation() {
 	nvpm-tool core reset
 }
 
+# logs TEXT: how many kernel log lines hold TEXT.
+logs() { dmesg | grep -cF -- "$1"; }
+# expect_logged NAME BEFORE TEXT: one more line holds TEXT than BEFORE.
+expect_logged() { expect_eq "$1" $(($2 + 1)) "$(logs "$3")"; }
+
 # with_bug BUG ACTIONS...: runs ACTIONS with the client's bug set.
 with_bug() {
 	echo "$1" >$BUG
@@ -71,8 +76,18 @@ reg_fails() {
 hex() { printf '0x%x' "$1"; }
 
 # GPU side: the nvidia_p2p_* contract.
+# A put inside the callback: the driver refuses its API lock to the thread
+# that holds it (rmapiLockAcquire): -EIO, and nv_p2p_put_pages WARNs (the
+# simulator logs that as an error line). It does not hang.
+ret_log="peer_test_client: put_in_callback: nvidia_p2p_put_pages returned -5"
+warn_log="gpu_sim: the driver WARNs here: WARN_ON(status != NV_OK) in nv_p2p_put_pages (nv-p2p.c) for the refused nvidia_p2p_put_pages"
+rets=$(logs "$ret_log") warns=$(logs "$warn_log")
 provoke put_in_callback gpu in_callback \
-	"nvidia_p2p_put_pages called from inside a free callback" reg_free_dereg
+	"nvidia_p2p_put_pages called from inside a free callback: .* refuses to its owner .*: -EIO" \
+	reg_free_dereg
+expect_logged put_in_callback/eio "$rets" "$ret_log"
+expect_logged put_in_callback/driver-warns "$warns" "$warn_log"
+expect_counter put_in_callback/unpinned gpu pins.live 0
 # dma_unmap_pages needs only the table's own lock: allowed in the callback.
 with_bug unmap_in_callback reg_free_dereg
 expect_counter unmap_in_callback/allowed gpu violations 0
