@@ -14,9 +14,13 @@
  *
  * Misuse is detected, counted and logged as "contract violation" (never
  * WARNed): calls that need the API lock from inside a free callback, double
- * put, unknown tables and mappings, any use of a table after the driver freed
- * it, a non-PCI peer, mapping a 4 KiB table, a wait that can never end, pins
- * still held at unload. Knobs (module parameters, 0644) select the page-table
+ * put, unknown tables, any use of a table after the driver freed it, a
+ * non-PCI peer, mapping a 4 KiB table, a wait that can never end, pins still
+ * held at unload. Where the driver tolerates a client bug (a put with another
+ * address, an unmap of a mapping the table does not have, a persistent put of
+ * NULL), the simulator returns what the driver returns and counts the bug as
+ * a check of this project's own (own.NAME), apart from the violations of the
+ * driver's contract. Knobs (module parameters, 0644) select the page-table
  * ABI, persistent-API support, bad data and a per-call cost; failures are
  * injected through ctl. tests/README.md has the details.
  *
@@ -31,8 +35,9 @@
  *                     put_pages_persistent; held by the free path (cudaFree)
  *                     across every free callback and the freeing of each
  *                     table that follows. A call that needs it from the task
- *                     running a callback never returns on the real driver: a
- *                     violation here. A wait for it that cannot end (a
+ *                     running a callback fails on the real driver:
+ *                     rmapiLockAcquire (rmapi.c) refuses its owner, -EIO (a
+ *                     violation here). A wait for it that cannot end (a
  *                     callback that has not returned for deadlock_ms while a
  *                     caller has waited as long) is a violation and fails
  *                     the waiting call with -EDEADLK, so the guest goes on.
@@ -150,15 +155,35 @@ static const char *const gsim_fn_names[FN_COUNT] = {
 };
 
 enum gsim_violation {
-	V_IN_CALLBACK, V_DOUBLE_PUT, V_UNKNOWN_TABLE, V_UNKNOWN_MAPPING,
+	V_IN_CALLBACK, V_DOUBLE_PUT, V_UNKNOWN_TABLE,
 	V_USE_AFTER_FREE, V_BAD_PEER, V_BAD_PAGE_SIZE, V_WRONG_PUT, V_HELD_AT_UNLOAD,
 	V_DEADLOCK, V_UNLOADED_IN_CALLBACK, V_COUNT
 };
 
 static const char *const gsim_violation_names[V_COUNT] = {
-	"in_callback", "double_put", "unknown_table", "unknown_mapping",
+	"in_callback", "double_put", "unknown_table",
 	"use_after_free", "bad_peer", "bad_page_size", "wrong_put", "held_at_unload",
 	"deadlock", "unloaded_in_callback",
+};
+
+/*
+ * Checks of this project's own: client bugs that NVIDIA's driver tolerates.
+ * The simulator returns what the driver returns and does what it does, and
+ * counts them apart from the violations of the driver's contract (own.NAME,
+ * own_checks): a client that makes one has lost track of its table or its
+ * mapping, which the driver does not tell it.
+ */
+enum gsim_own_check { O_PUT_WRONG_VA, O_UNKNOWN_MAPPING, O_PUT_NULL, O_COUNT };
+
+static const char *const gsim_own_names[O_COUNT] = {
+	"put_wrong_va", "unknown_mapping", "put_null",
+};
+
+/* What the driver does instead (595.45.04; tests/README.md cites each). */
+static const char *const gsim_driver_does[O_COUNT] = {
+	[O_PUT_WRONG_VA] = "the driver finds the pin by its table and ignores the address (p2p.c RmP2PPutPages): this put is the put",
+	[O_UNKNOWN_MAPPING] = "the driver finds no such mapping in the table's list and returns 0 (nv-p2p.c nvidia_p2p_dma_unmap_pages)",
+	[O_PUT_NULL] = "the driver returns 0 (nv-p2p.c nvidia_p2p_put_pages_persistent)",
 };
 
 /* A cudaMalloc'd buffer. */
@@ -265,6 +290,7 @@ static struct {
 	atomic_long_t callback_returns_held;	/* callback_return_ms waits */
 	atomic_t frees_running;		/* cudaFrees not finished (frees.running) */
 	atomic_long_t violations[V_COUNT];
+	atomic_long_t own_checks[O_COUNT];	/* own.NAME, not violations */
 	struct dentry *debugfs;
 } gsim;
 
@@ -274,6 +300,14 @@ static u8 gsim_uuid[NVIDIA_P2P_GPU_UUID_LEN] = "GPU-sim-0000001";
 
 #define gsim_violation(v, fmt, ...) \
 	sim_violation(&gsim.violations[v], fmt, ##__VA_ARGS__)
+
+/* Labelled as mofed_peer_sim labels its checks, with what the driver does. */
+#define gsim_own_check(o, fmt, ...)						\
+	do {									\
+		atomic_long_inc(&gsim.own_checks[o]);				\
+		pr_err("contract violation: " fmt " [a check of this project's own: %s]\n", \
+		       ##__VA_ARGS__, gsim_driver_does[o]);			\
+	} while (0)
 
 static u64 gsim_frame_addr(unsigned long frame)
 {
@@ -731,25 +765,44 @@ static void gsim_api_unlock(void)
 
 /* ---- Entry and exit of every API call --------------------------------- */
 
-/*
- * At the start of every API call: the artificial cost, counts the call,
- * refuses one that needs the API lock (@api) from a free callback, and
- * applies an armed injection. Holds no lock on return.
- */
-static int gsim_enter(enum gsim_fn fn, bool api)
+/* The artificial cost and the count of every API call. */
+static void gsim_count(enum gsim_fn fn)
 {
-	struct gsim_injection *inj = &gsim.inject[fn];
 	unsigned int us = READ_ONCE(cost_us);
-	int ret = 0;
 
 	if (us)
 		fsleep(us);
 	atomic_long_inc(&gsim.calls[fn]);
+}
+
+/*
+ * At the start of every API call: gsim_count, refuses one that needs the
+ * API lock (@api) from a free callback, and applies an armed injection.
+ * Holds no lock on return.
+ *
+ * The driver does not hang on such a call: each rm_p2p_* (osapi.c) takes the
+ * lock with rmapiLockAcquire (rmapi.c), whose
+ * NV_ASSERT_OR_RETURN(!rmapiLockIsOwner(), NV_ERR_INVALID_LOCK_STATE) refuses
+ * the thread that holds it, and nvidia_p2p_map_status (nv-p2p.c) maps that
+ * status, which its table lacks, to -EIO. Nothing is pinned, mapped or
+ * unpinned. The puts then also WARN (nv_p2p_put_pages: WARN_ON(status !=
+ * NV_OK)): logged here as an error line that says so, since a WARNING in the
+ * guest's log fails the run.
+ */
+static int gsim_enter(enum gsim_fn fn, bool api)
+{
+	struct gsim_injection *inj = &gsim.inject[fn];
+	int ret = 0;
+
+	gsim_count(fn);
 	if (api && gsim_in_callback()) {
 		gsim_violation(V_IN_CALLBACK,
-			       "nvidia_p2p_%s called from inside a free callback: it needs the API lock the callback runs under (the real driver deadlocks)",
+			       "nvidia_p2p_%s called from inside a free callback: it needs the API lock the callback runs under, which the real driver refuses to its owner (rmapiLockAcquire: NV_ERR_INVALID_LOCK_STATE): -EIO",
 			       gsim_fn_names[fn]);
-		return -EDEADLK;
+		if (fn == FN_PUT_PAGES || fn == FN_PUT_PAGES_PERSISTENT)
+			pr_err("the driver WARNs here: WARN_ON(status != NV_OK) in nv_p2p_put_pages (nv-p2p.c) for the refused nvidia_p2p_%s\n",
+			       gsim_fn_names[fn]);
+		return -EIO;
 	}
 	mutex_lock(&gsim.lock);
 	if (!inj->times)
@@ -955,8 +1008,12 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 			       gsim_fn_names[fn], pin->id);
 		return -EINVAL;
 	}
-	/* Also after the callback: the wrong put would reach freed state. */
-	if (pin->persistent != persistent || pin->va != va) {
+	/*
+	 * Also after the callback: the wrong put would reach freed state (a
+	 * persistent put hands RM mem_info->private, NULL in a revocable
+	 * table: nv-p2p.c nv_p2p_put_pages).
+	 */
+	if (pin->persistent != persistent) {
 		mutex_unlock(&gsim.lock);
 		gsim_violation(V_WRONG_PUT,
 			       "nvidia_p2p_%s of %s page table #%llu (va %#llx) with va %#llx",
@@ -965,6 +1022,16 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 			       pin->id, pin->va, va);
 		return -EINVAL;
 	}
+	/*
+	 * RM finds the pin by its table (RmP2PPutPages: RmP2PGetInfoWithoutToken
+	 * with length 0, then thirdpartyp2pDelMappingInfoByKey; the persistent
+	 * put passes RM no address at all): the address does not matter, the
+	 * put goes on.
+	 */
+	if (pin->va != va)
+		gsim_own_check(O_PUT_WRONG_VA,
+			       "nvidia_p2p_%s of page table #%llu (va %#llx) with va %#llx",
+			       gsim_fn_names[fn], pin->id, pin->va, va);
 	if (pin->state == PIN_REVOKED) {
 		/* RM no longer knows the table (NV_ERR_OBJECT_NOT_FOUND): fine, once. */
 		WRITE_ONCE(pin->state, PIN_PUT);
@@ -980,10 +1047,16 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
-	int ret = gsim_enter(FN_PUT_PAGES, true);
 	struct gsim_pin *pin;
+	int ret;
 
-	if (ret || !page_table)
+	/* nv-p2p.c nvidia_p2p_put_pages: 0 for NULL, before the API lock. */
+	if (!page_table) {
+		gsim_count(FN_PUT_PAGES);
+		return 0;
+	}
+	ret = gsim_enter(FN_PUT_PAGES, true);
+	if (ret)
 		return gsim_result(FN_PUT_PAGES, ret);
 	if (READ_ONCE(free_during_put)) {
 		pin = gsim_get_pin(page_table);
@@ -1005,10 +1078,20 @@ int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
 				    u32 flags)
 {
-	int ret = gsim_enter(FN_PUT_PAGES_PERSISTENT, true);
+	int ret;
 
-	if (!ret && (flags || !page_table))
-		ret = -EINVAL;
+	/*
+	 * nv-p2p.c nvidia_p2p_put_pages_persistent: flags != 0 is -EINVAL, then
+	 * a NULL table 0, both before the API lock.
+	 */
+	if (flags || !page_table) {
+		gsim_count(FN_PUT_PAGES_PERSISTENT);
+		if (flags)
+			return gsim_result(FN_PUT_PAGES_PERSISTENT, -EINVAL);
+		gsim_own_check(O_PUT_NULL, "nvidia_p2p_put_pages_persistent of a NULL page table");
+		return 0;
+	}
+	ret = gsim_enter(FN_PUT_PAGES_PERSISTENT, true);
 	if (!ret)
 		ret = gsim_api_lock(FN_PUT_PAGES_PERSISTENT);
 	if (!ret) {
@@ -1274,10 +1357,15 @@ static int gsim_dma_unmap(struct gsim_pin *pin, struct pci_dev *peer,
 		gsim_mapping_free(m);
 		return 0;
 	}
-	gsim_violation(V_UNKNOWN_MAPPING,
-		       "nvidia_p2p_dma_unmap_pages of a mapping unknown to page table #%llu",
+	/*
+	 * Never the table's, or unmapped already (a second unmap): the driver's
+	 * nv_p2p_remove_dma_mapping finds nothing in the table's list, and
+	 * nvidia_p2p_dma_unmap_pages returns 0 without touching the mapping.
+	 */
+	gsim_own_check(O_UNKNOWN_MAPPING,
+		       "nvidia_p2p_dma_unmap_pages of a mapping unknown to page table #%llu (never its, or unmapped already)",
 		       pin->id);
-	return -EINVAL;
+	return 0;
 }
 
 /* No API lock: only the table's own semaphore, so also from a free callback. */
@@ -1543,13 +1631,20 @@ arm:
 	return 0;
 }
 
-/* "reset": every counter but the live counts; "reset violations": those only. */
+/*
+ * "reset": every counter but the live counts; "reset violations": the
+ * violation counters and the own checks only.
+ */
 static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 {
 	int i, all = sim_reset_violations(argc, argv, gsim.violations, V_COUNT, r);
 
-	if (all <= 0)
+	if (all < 0)
 		return all;
+	for (i = 0; i < O_COUNT; i++)
+		atomic_long_set(&gsim.own_checks[i], 0);
+	if (!all)
+		return 0;
 	for (i = 0; i < FN_COUNT; i++) {
 		atomic_long_set(&gsim.calls[i], 0);
 		atomic_long_set(&gsim.errors[i], 0);
@@ -1601,6 +1696,13 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 			   atomic_long_read(&gsim.violations[i]));
 	}
 	seq_printf(s, "violations %ld\n", total);
+	total = 0;
+	for (i = 0; i < O_COUNT; i++) {
+		total += atomic_long_read(&gsim.own_checks[i]);
+		seq_printf(s, "own.%s %ld\n", gsim_own_names[i],
+			   atomic_long_read(&gsim.own_checks[i]));
+	}
+	seq_printf(s, "own_checks %ld\n", total);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(gsim_counters);

@@ -106,7 +106,7 @@ enum tc_bug {
 	TC_BUG_PUT_WRONG_VA, TC_BUG_MAP_UNCHECKED, TC_BUG_UNMAP_WRONG_PEER,
 	TC_BUG_UNMAP_AFTER_PUT, TC_BUG_SG_FIRST_SHORT, TC_BUG_INVAL_BAD_HANDLE,
 	TC_BUG_INVAL_NC, TC_BUG_UNREGISTER_TWICE, TC_BUG_UNMAP_AFTER_REVOKE,
-	TC_BUG_CALLBACK_WAITS_MAP,
+	TC_BUG_CALLBACK_WAITS_MAP, TC_BUG_UNMAP_TWICE, TC_BUG_PUT_NULL,
 };
 
 static const char *const tc_bug_names[] = {
@@ -118,7 +118,7 @@ static const char *const tc_bug_names[] = {
 	"put_wrong_va", "map_unchecked", "unmap_wrong_peer",
 	"unmap_after_put", "sg_first_short", "inval_bad_handle",
 	"inval_nc", "unregister_twice", "unmap_after_revoke",
-	"callback_waits_map",
+	"callback_waits_map", "unmap_twice", "put_null",
 };
 
 static int bug = TC_BUG_NONE;
@@ -300,8 +300,10 @@ static void tc_free_callback(void *data)
 	forward = ctx->mapped;
 	mutex_unlock(&ctx->lock);
 
+	/* The driver refuses it (its API lock is held here): -EIO, logged. */
 	if (tc_has_bug(TC_BUG_PUT_IN_CALLBACK))
-		nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt);
+		pr_info("put_in_callback: nvidia_p2p_put_pages returned %d\n",
+			nvidia_p2p_put_pages(0, 0, ctx->va, ctx->pt));
 	/* Allowed: it needs only the table's own lock. */
 	if (tc_has_bug(TC_BUG_UNMAP_IN_CALLBACK) && ctx->dm && forward) {
 		nvidia_p2p_dma_unmap_pages(ctx->peer, ctx->pt, ctx->dm);
@@ -432,6 +434,10 @@ static void tc_unmap_end(struct tc_ctx *ctx, struct pci_dev *peer,
 			 struct nvidia_p2p_page_table *pt, struct nvidia_p2p_dma_mapping *dm)
 {
 	nvidia_p2p_dma_unmap_pages(peer, pt, dm);
+	/* Still unmapping: a callback waits, the table is alive. */
+	if (tc_has_bug(TC_BUG_UNMAP_TWICE))
+		pr_info("unmap_twice: the second nvidia_p2p_dma_unmap_pages returned %d\n",
+			nvidia_p2p_dma_unmap_pages(peer, pt, dm));
 	WRITE_ONCE(ctx->unmapping, false);
 	wake_up_all(&tc_unmap_wait);
 }
@@ -513,13 +519,12 @@ out:
 }
 
 /* Unpins @pt with the client's API, or with the other one (wrong_put). */
-static void tc_put(struct tc_client *client, u64 va, struct nvidia_p2p_page_table *pt,
-		   bool other_api)
+static int tc_put(struct tc_client *client, u64 va, struct nvidia_p2p_page_table *pt,
+		  bool other_api)
 {
 	if (client->persistent != other_api)
-		nvidia_p2p_put_pages_persistent(va, pt, 0);
-	else
-		nvidia_p2p_put_pages(0, 0, va, pt);
+		return nvidia_p2p_put_pages_persistent(va, pt, 0);
+	return nvidia_p2p_put_pages(0, 0, va, pt);
 }
 
 /* unmap_wrong_peer: unmaps with a PCI device other than the mapping's. */
@@ -563,7 +568,8 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 		ctx->pt = NULL;		/* put below, not in put_pages */
 	mutex_unlock(&ctx->lock);
 	if (tc_has_bug(TC_BUG_UNMAP_UNKNOWN) && pt)
-		nvidia_p2p_dma_unmap_pages(ctx->peer, pt, &bogus);
+		pr_info("unmap_unknown: nvidia_p2p_dma_unmap_pages returned %d\n",
+			nvidia_p2p_dma_unmap_pages(ctx->peer, pt, &bogus));
 	if (tc_has_bug(TC_BUG_UNMAP_UNKNOWN_TABLE) && dm)
 		nvidia_p2p_dma_unmap_pages(ctx->peer, &tc_unknown_pt, dm);
 	if (tc_has_bug(TC_BUG_UNMAP_WRONG_PEER) && dm)
@@ -590,13 +596,20 @@ static void tc_put_pages(struct sg_table *sg_head, void *client_context)
 	mutex_unlock(&ctx->lock);
 	if (!pt || tc_has_bug(TC_BUG_LEAK_PINS))
 		return;
-	/* These puts fail and do nothing; the right one follows. */
+	/* These puts fail or do nothing; the right one follows. */
 	if (tc_has_bug(TC_BUG_PUT_UNKNOWN_TABLE))
 		tc_put(ctx->client, ctx->va, &tc_unknown_pt, false);
 	if (tc_has_bug(TC_BUG_WRONG_PUT))
 		tc_put(ctx->client, ctx->va, pt, true);
-	if (tc_has_bug(TC_BUG_PUT_WRONG_VA))
-		tc_put(ctx->client, ctx->va + TC_GPU_PAGE_SIZE, pt, false);
+	if (tc_has_bug(TC_BUG_PUT_NULL))
+		pr_info("put_null: nvidia_p2p_put_pages_persistent(NULL) returned %d\n",
+			nvidia_p2p_put_pages_persistent(ctx->va, NULL, 0));
+	/* The driver ignores the address: this put is the put, and the last. */
+	if (tc_has_bug(TC_BUG_PUT_WRONG_VA)) {
+		pr_info("put_wrong_va: the put with va + 64 KiB returned %d\n",
+			tc_put(ctx->client, ctx->va + TC_GPU_PAGE_SIZE, pt, false));
+		return;
+	}
 	for (i = 0; i < puts; i++)
 		tc_put(ctx->client, ctx->va, pt, false);
 }

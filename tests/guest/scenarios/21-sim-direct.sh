@@ -61,6 +61,7 @@ expect_eq memory-released "" "$(grep "^$va " $G/buffers)"
 expect_counter callbacks gpu callbacks 1
 expect_counter core-invalidations core invalidations 1
 expect_counter no-gpu-violations gpu violations 0
+expect_counter no-gpu-own-checks gpu own_checks 0
 
 # Failure injection: the nth call fails with the errno, then calls work again.
 va=$(nvpm-tool gpu alloc 1M)

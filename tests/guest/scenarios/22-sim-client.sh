@@ -71,6 +71,7 @@ expect_counter client-invalidations core invalidations 1
 expect_ok dereg-invalidated nvpm-tool core dereg "$id"
 expect_ok dereg-persistent nvpm-tool core dereg "$nid"
 expect_counter no-violations-gpu gpu violations 0
+expect_counter no-own-checks-gpu gpu own_checks 0
 expect_counter no-violations-core core violations 0
 
 # A deregistration racing a free callback: unmap and put wait for the
@@ -85,6 +86,7 @@ expect_counter race-dereg-waited gpu callbacks 2
 wait
 echo 0 >$P/callback_delay_ms
 expect_counter race-gpu-clean gpu violations 0
+expect_counter race-gpu-no-own-check gpu own_checks 0
 expect_counter race-core-clean core violations 0
 
 # When the first client's acquire says "not mine" (its probe failed), the

@@ -24,6 +24,7 @@ expect_eq mid-unmap-inside 1 "$(nvpm-tool core show "$id" unmap_calls 2>&1)"
 expect_eq mid-put-inside 1 "$(nvpm-tool core show "$id" put_calls 2>&1)"
 expect_ok mid-dereg nvpm-tool core dereg "$id"
 expect_counter mid-gpu-clean gpu violations 0
+expect_counter mid-gpu-no-own-check gpu own_checks 0
 expect_counter mid-core-clean core violations 0
 expect_ok mid-unload rmmod peer_test_client mofed_peer_sim
 
@@ -49,6 +50,7 @@ expect_match legacy-users "^test_client users=0 " "$(cat $C/clients)"
 expect_eq legacy-nc-mapped mapped "$(nvpm-tool core state "$nid" 2>&1)"
 expect_ok legacy-dereg-all nvpm-tool core dereg all
 expect_counter legacy-gpu-clean gpu violations 0
+expect_counter legacy-gpu-no-own-check gpu own_checks 0
 expect_counter legacy-core-clean core violations 0
 rmmod peer_test_client
 

@@ -1,7 +1,10 @@
 # Every contract violation the simulators detect, at every place that
 # detects one, provoked on purpose: each is counted under its own name and by
 # no other counter of either simulator, logged once more as "contract
-# violation" (never as a WARNING), and the counters reset to 0. Provoked
+# violation" (never as a WARNING), and the counters reset to 0. The GPU
+# simulator's checks of this project's own (own.NAME: client bugs that the
+# driver tolerates) likewise, apart from its violations, each with the
+# return value the driver gives (the client logs it). Provoked
 # through peer_test_client's "bug" knob, except: the core's call_count is a
 # self-check of the core itself, provoked by its "dereg ... counted" hook;
 # held_at_unload by unloading the GPU simulator under a leaked pin;
@@ -31,10 +34,33 @@ violation() {
 	expect_counter "$name" "$sim" "violation.$counter" 1
 	expect_counter "$name-total" "$sim" violations 1
 	expect_counter "$name-$other-total" "$other" violations 0
+	expect_counter "$name-no-own-check" gpu own_checks 0
 	expect_eq "$name-logged" $((logged + 1)) "$(dmesg | grep -cE "$log")"
 	nvpm-tool gpu reset
 	nvpm-tool core reset
 }
+
+# own_check NAME COUNTER LOG-REGEX ACTIONS...: as violation, for the GPU
+# simulator's own check COUNTER (own.COUNTER, total own_checks): no
+# violation of either simulator, and the log line says whose check it is.
+own_check() {
+	name=$1 counter=$2 log="contract violation: $3.* \[a check of this project's own: "
+	shift 3
+	logged=$(dmesg | grep -cE "$log")
+	"$@"
+	expect_counter "$name" gpu "own.$counter" 1
+	expect_counter "$name-total" gpu own_checks 1
+	expect_counter "$name-gpu-no-violation" gpu violations 0
+	expect_counter "$name-core-no-violation" core violations 0
+	expect_eq "$name-logged" $((logged + 1)) "$(dmesg | grep -cE "$log")"
+	nvpm-tool gpu reset
+	nvpm-tool core reset
+}
+
+# logs TEXT: how many kernel log lines hold TEXT.
+logs() { dmesg | grep -cF -- "$1"; }
+# expect_logged NAME BEFORE TEXT: one more line holds TEXT than BEFORE.
+expect_logged() { expect_eq "$1" $(($2 + 1)) "$(logs "$3")"; }
 
 # with_bug BUG ACTIONS...: runs ACTIONS with the client's bug set.
 with_bug() {
@@ -71,11 +97,22 @@ reg_fails() {
 hex() { printf '0x%x' "$1"; }
 
 # GPU side: the nvidia_p2p_* contract.
+# A put inside the callback: the driver refuses its API lock to the thread
+# that holds it (rmapiLockAcquire): -EIO, and nv_p2p_put_pages WARNs (the
+# simulator logs that as an error line). It does not hang.
+ret_log="peer_test_client: put_in_callback: nvidia_p2p_put_pages returned -5"
+warn_log="gpu_sim: the driver WARNs here: WARN_ON(status != NV_OK) in nv_p2p_put_pages (nv-p2p.c) for the refused nvidia_p2p_put_pages"
+rets=$(logs "$ret_log") warns=$(logs "$warn_log")
 provoke put_in_callback gpu in_callback \
-	"nvidia_p2p_put_pages called from inside a free callback" reg_free_dereg
+	"nvidia_p2p_put_pages called from inside a free callback: .* refuses to its owner .*: -EIO" \
+	reg_free_dereg
+expect_logged put_in_callback/eio "$rets" "$ret_log"
+expect_logged put_in_callback/driver-warns "$warns" "$warn_log"
+expect_counter put_in_callback/unpinned gpu pins.live 0
 # dma_unmap_pages needs only the table's own lock: allowed in the callback.
 with_bug unmap_in_callback reg_free_dereg
 expect_counter unmap_in_callback/allowed gpu violations 0
+expect_counter unmap_in_callback/no-own-check gpu own_checks 0
 expect_counter unmap_in_callback/unmapped gpu mappings.live 0
 # A callback that waits for a map in flight, which waits for the API lock
 # the callback runs under: caught within deadlock_ms, the map fails.
@@ -96,7 +133,17 @@ provoke put_unknown_table gpu unknown_table "nvidia_p2p_put_pages of an unknown 
 provoke map_unknown_table gpu unknown_table "nvidia_p2p_dma_map_pages of an unknown page table" reg_dereg
 provoke unmap_unknown_table gpu unknown_table \
 	"nvidia_p2p_dma_unmap_pages of an unknown page table" reg_dereg
-provoke unmap_unknown gpu unknown_mapping "nvidia_p2p_dma_unmap_pages of a mapping unknown" reg_dereg
+# A mapping the table does not have, or no longer has: the driver finds
+# nothing in the table's list and returns 0 (own checks, not violations).
+rets=$(logs "unmap_unknown: nvidia_p2p_dma_unmap_pages returned 0")
+own_check unmap_unknown unknown_mapping "nvidia_p2p_dma_unmap_pages of a mapping unknown" \
+	with_bug unmap_unknown reg_dereg
+expect_logged unmap_unknown/returns-0 "$rets" "unmap_unknown: nvidia_p2p_dma_unmap_pages returned 0"
+rets=$(logs "unmap_twice: the second nvidia_p2p_dma_unmap_pages returned 0")
+own_check unmap_twice unknown_mapping "nvidia_p2p_dma_unmap_pages of a mapping unknown" \
+	with_bug unmap_twice reg_dereg
+expect_logged unmap_twice/returns-0 "$rets" "unmap_twice: the second nvidia_p2p_dma_unmap_pages returned 0"
+expect_counter unmap_twice/unmapped gpu mappings.live 0
 # A map of a table revoked race_window_ms ago or more (here: at once) is the
 # client's; sooner it is the driver's own race (51-stress-windows, map-waits-lock).
 reg_free_dereg_late() {
@@ -110,11 +157,23 @@ provoke unmap_after_put gpu use_after_free \
 	"nvidia_p2p_dma_unmap_pages of page table #[0-9]+ after its put" reg_dereg
 provoke unmap_after_revoke gpu use_after_free \
 	"nvidia_p2p_dma_unmap_pages of page table #[0-9]+ after its free callback returned" reg_free_dereg
-# The persistent put of a revocable table (the reverse is below), another VA.
+# The persistent put of a revocable table (the reverse is below).
 provoke wrong_put gpu wrong_put \
 	"nvidia_p2p_put_pages_persistent of non-persistent page table #[0-9]+ \(va $va\) with va $va" reg_dereg
-provoke put_wrong_va gpu wrong_put \
-	"nvidia_p2p_put_pages of non-persistent page table #[0-9]+ \(va $va\) with va $(hex $((va + 0x10000)))" reg_dereg
+# A put with another VA: the driver finds the pin by its table and ignores
+# the address, so that put unpins (the client puts no more).
+rets=$(logs "put_wrong_va: the put with va + 64 KiB returned 0")
+own_check put_wrong_va put_wrong_va \
+	"nvidia_p2p_put_pages of page table #[0-9]+ \(va $va\) with va $(hex $((va + 0x10000)))" \
+	with_bug put_wrong_va reg_dereg
+expect_logged put_wrong_va/returns-0 "$rets" "put_wrong_va: the put with va + 64 KiB returned 0"
+expect_counter put_wrong_va/unpinned gpu pins.live 0
+# A persistent put of NULL: 0 from the driver, before it takes any lock.
+rets=$(logs "put_null: nvidia_p2p_put_pages_persistent(NULL) returned 0")
+own_check put_null put_null "nvidia_p2p_put_pages_persistent of a NULL page table" \
+	with_bug put_null reg_dereg
+expect_logged put_null/returns-0 "$rets" "put_null: nvidia_p2p_put_pages_persistent(NULL) returned 0"
+expect_counter put_null/unpinned gpu pins.live 0
 provoke unmap_wrong_peer gpu bad_peer \
 	"nvidia_p2p_dma_unmap_pages with another peer than the mapping's" reg_dereg
 # A client that maps a 4 KiB table without checking it (the driver BUG()s).
@@ -255,6 +314,7 @@ expect_eq ex-short-unmap-once 1 "$(nvpm-tool core show "$id" unmap_calls 2>&1)"
 nvpm-tool core dereg "$id"
 expect_counter ex-short-unpinned gpu pins.live 0
 expect_counter ex-short-gpu-clean gpu violations 0
+expect_counter ex-short-gpu-no-own-check gpu own_checks 0
 expect_counter ex-short-core-clean core violations 0
 expect_ok unload-ex-short rmmod peer_test_client
 

@@ -246,6 +246,7 @@ const GPU_CLEAN: &[&str] = &[
     "pins.persistent",
     "mappings.live",
     "violations",
+    "own_checks",
 ];
 const CORE_CLEAN: &[&str] = &["mrs.live", "violations"];
 

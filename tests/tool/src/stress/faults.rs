@@ -263,6 +263,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
             want("gpu buffers.live", get(&g1, "buffers.live"), kept_bufs);
             want("gpu mappings.live", get(&g1, "mappings.live"), 0);
             want("gpu violations", delta(&g0, &g1, "violations"), 0);
+            want("gpu own_checks", delta(&g0, &g1, "own_checks"), 0);
             want("core mrs.live", get(&c1, "mrs.live"), 0);
             want("core violations", delta(&c0, &c1, "violations"), 0);
             if let (Some(s0), Some(s1)) = (&s0, &s1) {

@@ -225,10 +225,11 @@ pub fn leftovers() -> Result<Vec<String>, String> {
     if get(&c, "mrs.live") != 0 {
         dirty.push(format!("core mrs.live = {}", get(&c, "mrs.live")));
     }
-    // Each kind of contract violation by name: what went wrong, not how often.
+    // Each kind of contract violation (and each of the GPU simulator's own
+    // checks) by name: what went wrong, not how often.
     for (who, map) in [("gpu", &g), ("core", &c)] {
         for (name, v) in map.iter() {
-            if name.starts_with("violation.") && *v != 0 {
+            if (name.starts_with("violation.") || name.starts_with("own.")) && *v != 0 {
                 dirty.push(format!("{who} {name} = {v}"));
             }
         }

@@ -536,6 +536,7 @@ impl Runner {
                 self.revocable_pins() + persistent,
             ),
             ("gpu violations", get(&g, "violations"), 0),
+            ("gpu own_checks", get(&g, "own_checks"), 0),
             (
                 "gpu callbacks",
                 delta(g0, &g, "callbacks"),
