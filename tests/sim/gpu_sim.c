@@ -173,10 +173,12 @@ static const char *const gsim_violation_names[V_COUNT] = {
  * own_checks): a client that makes one has lost track of its table or its
  * mapping, which the driver does not tell it.
  */
-enum gsim_own_check { O_PUT_WRONG_VA, O_UNKNOWN_MAPPING, O_PUT_NULL, O_COUNT };
+enum gsim_own_check {
+	O_PUT_WRONG_VA, O_UNKNOWN_MAPPING, O_PUT_NULL, O_PUT_OTHER_PROCESS, O_COUNT
+};
 
 static const char *const gsim_own_names[O_COUNT] = {
-	"put_wrong_va", "unknown_mapping", "put_null",
+	"put_wrong_va", "unknown_mapping", "put_null", "put_other_process",
 };
 
 /* What the driver does instead (595.45.04; tests/README.md cites each). */
@@ -184,6 +186,7 @@ static const char *const gsim_driver_does[O_COUNT] = {
 	[O_PUT_WRONG_VA] = "the driver finds the pin by its table and ignores the address (p2p.c RmP2PPutPages): this put is the put",
 	[O_UNKNOWN_MAPPING] = "the driver finds no such mapping in the table's list and returns 0 (nv-p2p.c nvidia_p2p_dma_unmap_pages)",
 	[O_PUT_NULL] = "the driver returns 0 (nv-p2p.c nvidia_p2p_put_pages_persistent)",
+	[O_PUT_OTHER_PROCESS] = "the driver looks the pin up among the calling process's (p2p.c RmP2PGetInfoWithoutToken: osGetCurrentProcess, current->tgid), finds none and returns 0 (nv-p2p.c nv_p2p_put_pages: NV_ERR_OBJECT_NOT_FOUND): nothing unpinned, the free callback stays armed",
 };
 
 /* A cudaMalloc'd buffer. */
@@ -225,6 +228,9 @@ struct gsim_pin {
 	void (*free_callback)(void *data);
 	void *data;
 	enum gsim_pin_state state;	/* changes under gsim.lock (+ table_lock to a freed one) */
+	pid_t tgid;			/* the pinning task's process (current->tgid) */
+	bool kthread;			/* ... which was a kernel thread */
+	pid_t leaked_by;		/* tgid of a put that found no pin of its process */
 	unsigned long revoked_at;	/* jiffies when the callback had returned */
 	/* One object per page, from gsim_page_cache, as NVIDIA's nv-p2p.c does. */
 	struct nvidia_p2p_page **page_ptrs;
@@ -280,6 +286,7 @@ static struct {
 	unsigned long nframes;
 	struct gsim_injection inject[FN_COUNT];
 	unsigned int live_buffers, live_pins, live_persistent, live_mappings;
+	unsigned int leaked_pins;	/* live pins a put from another process missed */
 	atomic_long_t calls[FN_COUNT];
 	atomic_long_t raced_maps;	/* dma_map_pages that outlived a free of its table */
 	atomic_long_t api_waits;	/* calls that waited for the API lock held by a free */
@@ -557,6 +564,8 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	pin->force_bar1 = force_bar1;
 	pin->free_callback = free_callback;
 	pin->data = data;
+	pin->tgid = current->tgid;
+	pin->kthread = current->flags & PF_KTHREAD;
 	gsim_fill_table(pin);
 	hash_add(gsim_pins, &pin->hnode, (unsigned long)&pin->pt);
 	list_add_tail(&pin->node, &gsim.pins);
@@ -660,6 +669,8 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 		gsim.live_persistent--;
 	else
 		gsim.live_pins--;
+	if (pin->leaked_by)
+		gsim.leaked_pins--;
 	if (!--pin->buf->pins && pin->buf->freed)
 		gsim_buffer_free(pin->buf);
 	pin->buf = NULL;
@@ -988,6 +999,37 @@ static uint revoked_put_errno;
 module_param(revoked_put_errno, uint, 0644);
 MODULE_PARM_DESC(revoked_put_errno, "Test knob: a put after the free callback returns -N (older drivers) instead of 0");
 
+/*
+ * Test knob process_rule: which tasks make one process for a revocable put
+ * (gsim_same_process). The driver's rule is "tgid": RM finds a pin only
+ * among the calling process's (p2p.c RmP2PGetInfoWithoutToken matches
+ * osGetCurrentProcess(), which os-interface.c os_get_current_process makes
+ * current->tgid). "application" (the default) keeps it for kernel threads
+ * (a workqueue, a kthread: PF_KTHREAD) and counts every user-space task as
+ * one process: the guest's scenarios stand in for one application with many
+ * short nvpm-tool processes (a registration and its deregistration are two
+ * of them), where a real application registers and deregisters from its
+ * own process. The stress tools, one process each, run with "tgid".
+ */
+enum gsim_process_rule { PROCESS_APPLICATION, PROCESS_TGID };
+static const char *const gsim_process_rule_names[] = { "application", "tgid" };
+static int process_rule = PROCESS_APPLICATION;
+static struct sim_enum_param process_rule_param = {
+	gsim_process_rule_names, ARRAY_SIZE(gsim_process_rule_names), &process_rule
+};
+module_param_cb(process_rule, &sim_enum_param_ops, &process_rule_param, 0644);
+MODULE_PARM_DESC(process_rule, "Which tasks are one process to a revocable put: application (user tasks are one; kernel threads their own tgid) or tgid (the driver: current->tgid)");
+
+/* Whether the current task's put finds @pin: the driver looks among its process's. */
+static bool gsim_same_process(const struct gsim_pin *pin)
+{
+	bool kthread = current->flags & PF_KTHREAD;
+
+	if (READ_ONCE(process_rule) == PROCESS_APPLICATION && !kthread && !pin->kthread)
+		return true;
+	return pin->tgid == current->tgid;
+}
+
 /* The common part of both puts, API lock held. */
 static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 		    bool persistent)
@@ -1021,6 +1063,25 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 			       pin->persistent ? "persistent" : "non-persistent",
 			       pin->id, pin->va, va);
 		return -EINVAL;
+	}
+	/*
+	 * A revocable put looks among the calling process's pins only
+	 * (RmP2PPutPages: RmP2PGetInfoWithoutToken, osGetCurrentProcess): from
+	 * another process it finds none, NV_ERR_OBJECT_NOT_FOUND, which
+	 * nv_p2p_put_pages turns into 0. The pin stays, its callback armed. (The
+	 * persistent put hands RM mem_info->private: no process lookup.)
+	 */
+	if (!persistent && pin->state == PIN_ACTIVE && !gsim_same_process(pin)) {
+		if (!pin->leaked_by)
+			gsim.leaked_pins++;
+		pin->leaked_by = current->tgid;
+		mutex_unlock(&gsim.lock);
+		gsim_own_check(O_PUT_OTHER_PROCESS,
+			       "nvidia_p2p_%s of page table #%llu (va %#llx) from process %d (%s%s), pinned by process %d%s",
+			       gsim_fn_names[fn], pin->id, pin->va, current->tgid, current->comm,
+			       current->flags & PF_KTHREAD ? ", a kernel thread" : "",
+			       pin->tgid, pin->kthread ? " (a kernel thread)" : "");
+		return 0;
 	}
 	/*
 	 * RM finds the pin by its table (RmP2PPutPages: RmP2PGetInfoWithoutToken
@@ -1632,6 +1693,23 @@ arm:
 }
 
 /*
+ * Logs every live pin that a put from another process missed (gsim.lock
+ * not held): the client believes it unpinned, the driver still holds the
+ * memory and will call the callback back when the buffer is freed.
+ */
+static void gsim_report_leaked(const char *when)
+{
+	struct gsim_pin *pin;
+
+	mutex_lock(&gsim.lock);
+	list_for_each_entry(pin, &gsim.pins, node)
+		if (pin->leaked_by)
+			pr_err("leaked at %s: page table #%llu (va %#llx, %llu bytes) pinned by process %d: its put from process %d returned 0 without unpinning, its free callback still armed\n",
+			       when, pin->id, pin->va, pin->len, pin->tgid, pin->leaked_by);
+	mutex_unlock(&gsim.lock);
+}
+
+/*
  * "reset": every counter but the live counts; "reset violations": the
  * violation counters and the own checks only.
  */
@@ -1641,6 +1719,7 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 
 	if (all < 0)
 		return all;
+	gsim_report_leaked("reset");
 	for (i = 0; i < O_COUNT; i++)
 		atomic_long_set(&gsim.own_checks[i], 0);
 	if (!all)
@@ -1681,6 +1760,7 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "buffers.live %u\n", READ_ONCE(gsim.live_buffers));
 	seq_printf(s, "pins.live %u\n", READ_ONCE(gsim.live_pins));
 	seq_printf(s, "pins.persistent %u\n", READ_ONCE(gsim.live_persistent));
+	seq_printf(s, "pins.leaked %u\n", READ_ONCE(gsim.leaked_pins));
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
 	seq_printf(s, "callbacks.return_held %ld\n",
@@ -1864,10 +1944,15 @@ static void __exit gsim_exit(void)
 	unregister_module_notifier(&gsim_module_nb);
 	/* No client is left: the pins are retired without the API lock. */
 	list_for_each_entry_safe(pin, tpin, &gsim.pins, node) {
-		gsim_violation(V_HELD_AT_UNLOAD,
-			       "%s page table #%llu (va %#llx, %llu bytes) still held at unload",
-			       pin->persistent ? "persistent" : "non-persistent",
-			       pin->id, pin->va, pin->len);
+		if (pin->leaked_by)
+			gsim_violation(V_HELD_AT_UNLOAD,
+				       "non-persistent page table #%llu (va %#llx, %llu bytes) still held at unload: leaked, its put from process %d returned 0 without unpinning (pinned by process %d)",
+				       pin->id, pin->va, pin->len, pin->leaked_by, pin->tgid);
+		else
+			gsim_violation(V_HELD_AT_UNLOAD,
+				       "%s page table #%llu (va %#llx, %llu bytes) still held at unload",
+				       pin->persistent ? "persistent" : "non-persistent",
+				       pin->id, pin->va, pin->len);
 		gsim_retire(pin, PIN_PUT);
 	}
 	mutex_lock(&gsim.lock);
