@@ -81,6 +81,11 @@
 #define GSIM_IOVA_STRIDE BIT_ULL(44)
 /* Freed page tables remembered to tell a late put from a double put. */
 #define GSIM_MAX_TOMBSTONES 1024
+/*
+ * race_window_ms's default: a map of a table revoked less than this long
+ * ago is the driver's race, later the client's use after free.
+ */
+#define GSIM_RACE_WINDOW_MS 250
 /* Revoked tables whose freed memory is kept, poisoned, for stale readers. */
 #define GSIM_MAX_QUARANTINED 64
 /* A 1.2 table is 32 bytes: what follows is not the client's to read. */
@@ -231,7 +236,7 @@ struct gsim_pin {
 	pid_t tgid;			/* the pinning task's process (current->tgid) */
 	bool kthread;			/* ... which was a kernel thread */
 	pid_t leaked_by;		/* tgid of a put that found no pin of its process */
-	unsigned long revoked_at;	/* jiffies when the callback had returned */
+	u64 revoked_at;			/* ktime_get_ns() when the callback had returned */
 	/* One object per page, from gsim_page_cache, as NVIDIA's nv-p2p.c does. */
 	struct nvidia_p2p_page **page_ptrs;
 };
@@ -289,6 +294,7 @@ static struct {
 	unsigned int leaked_pins;	/* live pins a put from another process missed */
 	atomic_long_t calls[FN_COUNT];
 	atomic_long_t raced_maps;	/* dma_map_pages that outlived a free of its table */
+	atomic_long_t raced_late_max_us;	/* the latest read of a freed table, after its free */
 	atomic_long_t api_waits;	/* calls that waited for the API lock held by a free */
 	atomic_long_t unmaps_in_callback;	/* unmaps while the table's callback ran */
 	atomic_long_t errors[FN_COUNT];
@@ -652,7 +658,7 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 		nmappings++;
 	gsim.live_mappings -= nmappings;
 	if (state == PIN_REVOKED) {
-		pin->revoked_at = jiffies;
+		pin->revoked_at = ktime_get_ns();
 		gsim_quarantine(pin);
 	} else {
 		list_for_each_entry_safe(m, tmp, &pin->mappings, node) {
@@ -1225,9 +1231,20 @@ static struct gsim_device *gsim_device(struct pci_dev *pdev)
  * read of the table. Later, the client had all the time it needed to see
  * its own callback: a use after free.
  */
-static unsigned int race_window_ms = 2000;
+static unsigned int race_window_ms = GSIM_RACE_WINDOW_MS;
 module_param(race_window_ms, uint, 0644);
-MODULE_PARM_DESC(race_window_ms, "dma_map_pages of a table revoked less than this long ago (ms) counts as the driver's race (maps.raced), later as use_after_free (default 2000)");
+MODULE_PARM_DESC(race_window_ms, "dma_map_pages of a table revoked less than this long ago (ms) counts as the driver's race (maps.raced), later as use_after_free (default " __stringify(GSIM_RACE_WINDOW_MS) ")");
+
+/*
+ * Test hook for mofed_peer_sim's free_at= (not NVIDIA's API): how long a
+ * core that frees a buffer and then maps it waits, so that the map is past
+ * the window and a map of the revoked table is the client's.
+ */
+unsigned int nvidia_sim_race_window_ms(void)
+{
+	return READ_ONCE(race_window_ms);
+}
+EXPORT_SYMBOL_GPL(nvidia_sim_race_window_ms);
 
 /*
  * A mapping of the freed table of @pin, whose addresses are poison: what
@@ -1256,11 +1273,24 @@ static int gsim_map_stray(struct gsim_pin *pin, struct pci_dev *peer,
 	return 0;
 }
 
-/* Whether mapping @pin, revoked, is the race no client can close. */
+/*
+ * Whether mapping @pin, revoked, is the race no client can close; records
+ * how late after the revoke such a map read the table (maps.raced_late_max_us).
+ */
 static bool gsim_map_raced(struct gsim_pin *pin)
 {
-	return pin->state == PIN_REVOKED &&
-	       time_before(jiffies, pin->revoked_at + msecs_to_jiffies(READ_ONCE(race_window_ms)));
+	u64 late;
+	long us;
+
+	if (pin->state != PIN_REVOKED)
+		return false;
+	late = ktime_get_ns() - pin->revoked_at;
+	if (late >= (u64)READ_ONCE(race_window_ms) * NSEC_PER_MSEC)
+		return false;
+	us = div_u64(late, NSEC_PER_USEC);
+	if (us > atomic_long_read(&gsim.raced_late_max_us))
+		atomic_long_set(&gsim.raced_late_max_us, us);	/* gsim.lock held */
+	return true;
 }
 
 /*
@@ -1730,6 +1760,7 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 	}
 	atomic_long_set(&gsim.callbacks, 0);
 	atomic_long_set(&gsim.raced_maps, 0);
+	atomic_long_set(&gsim.raced_late_max_us, 0);
 	atomic_long_set(&gsim.api_waits, 0);
 	atomic_long_set(&gsim.unmaps_in_callback, 0);
 	return 0;
@@ -1766,6 +1797,7 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "callbacks.return_held %ld\n",
 		   atomic_long_read(&gsim.callback_returns_held));
 	seq_printf(s, "maps.raced %ld\n", atomic_long_read(&gsim.raced_maps));
+	seq_printf(s, "maps.raced_late_max_us %ld\n", atomic_long_read(&gsim.raced_late_max_us));
 	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));

@@ -147,9 +147,10 @@ expect_counter unmap_twice/unmapped gpu mappings.live 0
 # A map of a table revoked race_window_ms ago or more (here: at once) is the
 # client's; sooner it is the driver's own race (51-stress-windows, map-waits-lock).
 reg_free_dereg_late() {
+	window_ms=$(nvpm-tool gpu get race_window_ms)
 	nvpm-tool gpu set race_window_ms 0
 	reg_free_dereg
-	nvpm-tool gpu set race_window_ms 2000
+	nvpm-tool gpu set race_window_ms "$window_ms"
 }
 provoke map_after_revoke gpu use_after_free \
 	"nvidia_p2p_dma_map_pages of page table #[0-9]+ after its free callback" reg_free_dereg_late
