@@ -90,6 +90,15 @@ BUGS = {
         [(LOOM, "        // The SG list is built from the driver's addresses, lock held.\n",
           "        // The SG list is built from the driver's addresses, lock held.\n        drop(pin.gpu.api.lock().unwrap());\n")],
     ),
+    "map-revoked": (
+        "the module maps a table it knows is revoked: the callback keeps the table, and neither the phase nor the revoked flag is checked before the driver's map (protocol.rs `free_callback`, `map`; client.rs `dma_map`): expected to pass, loom has no time to tell it from the driver's own race",
+        [
+            (CORE + "protocol.rs", "        st.mapping = None;\n        st.pages = None;\n", "        st.mapping = None;\n"),
+            (CORE + "protocol.rs", "            _ if st.revoked => Err(MapFailure::Revoked),\n", ""),
+            (CORE + "client.rs", "let begin = |reg: &mut Registration<E>| reg.apply(Event::MapBegin).map(|_| ());",
+             "let begin = |reg: &mut Registration<E>| {\n        match reg.apply(Event::MapBegin) {\n            Err(Refusal::Revoked) => Ok(()),\n            r => r.map(|_| ()),\n        }\n    };"),
+        ],
+    ),
     "put-unparked": (
         "put_pages unpins at once instead of parking the unpin until release (client.rs `end_of_use`): expected to pass, item 5",
         [(CORE + "client.rs", "if pin.kind() == PinKind::Revocable && event == Event::PutPages {", "if false {")],

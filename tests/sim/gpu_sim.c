@@ -81,6 +81,11 @@
 #define GSIM_IOVA_STRIDE BIT_ULL(44)
 /* Freed page tables remembered to tell a late put from a double put. */
 #define GSIM_MAX_TOMBSTONES 1024
+/*
+ * race_window_ms's default: a map of a table revoked less than this long
+ * ago is the driver's race, later the client's use after free.
+ */
+#define GSIM_RACE_WINDOW_MS 250
 /* Revoked tables whose freed memory is kept, poisoned, for stale readers. */
 #define GSIM_MAX_QUARANTINED 64
 /* A 1.2 table is 32 bytes: what follows is not the client's to read. */
@@ -173,10 +178,12 @@ static const char *const gsim_violation_names[V_COUNT] = {
  * own_checks): a client that makes one has lost track of its table or its
  * mapping, which the driver does not tell it.
  */
-enum gsim_own_check { O_PUT_WRONG_VA, O_UNKNOWN_MAPPING, O_PUT_NULL, O_COUNT };
+enum gsim_own_check {
+	O_PUT_WRONG_VA, O_UNKNOWN_MAPPING, O_PUT_NULL, O_PUT_OTHER_PROCESS, O_COUNT
+};
 
 static const char *const gsim_own_names[O_COUNT] = {
-	"put_wrong_va", "unknown_mapping", "put_null",
+	"put_wrong_va", "unknown_mapping", "put_null", "put_other_process",
 };
 
 /* What the driver does instead (595.45.04; tests/README.md cites each). */
@@ -184,6 +191,7 @@ static const char *const gsim_driver_does[O_COUNT] = {
 	[O_PUT_WRONG_VA] = "the driver finds the pin by its table and ignores the address (p2p.c RmP2PPutPages): this put is the put",
 	[O_UNKNOWN_MAPPING] = "the driver finds no such mapping in the table's list and returns 0 (nv-p2p.c nvidia_p2p_dma_unmap_pages)",
 	[O_PUT_NULL] = "the driver returns 0 (nv-p2p.c nvidia_p2p_put_pages_persistent)",
+	[O_PUT_OTHER_PROCESS] = "the driver looks the pin up among the calling process's (p2p.c RmP2PGetInfoWithoutToken: osGetCurrentProcess, current->tgid), finds none and returns 0 (nv-p2p.c nv_p2p_put_pages: NV_ERR_OBJECT_NOT_FOUND): nothing unpinned, the free callback stays armed",
 };
 
 /* A cudaMalloc'd buffer. */
@@ -225,7 +233,10 @@ struct gsim_pin {
 	void (*free_callback)(void *data);
 	void *data;
 	enum gsim_pin_state state;	/* changes under gsim.lock (+ table_lock to a freed one) */
-	unsigned long revoked_at;	/* jiffies when the callback had returned */
+	pid_t tgid;			/* the pinning task's process (current->tgid) */
+	bool kthread;			/* ... which was a kernel thread */
+	pid_t leaked_by;		/* tgid of a put that found no pin of its process */
+	u64 revoked_at;			/* ktime_get_ns() when the callback had returned */
 	/* One object per page, from gsim_page_cache, as NVIDIA's nv-p2p.c does. */
 	struct nvidia_p2p_page **page_ptrs;
 };
@@ -280,8 +291,10 @@ static struct {
 	unsigned long nframes;
 	struct gsim_injection inject[FN_COUNT];
 	unsigned int live_buffers, live_pins, live_persistent, live_mappings;
+	unsigned int leaked_pins;	/* live pins a put from another process missed */
 	atomic_long_t calls[FN_COUNT];
 	atomic_long_t raced_maps;	/* dma_map_pages that outlived a free of its table */
+	atomic_long_t raced_late_max_us;	/* the latest read of a freed table, after its free */
 	atomic_long_t api_waits;	/* calls that waited for the API lock held by a free */
 	atomic_long_t unmaps_in_callback;	/* unmaps while the table's callback ran */
 	atomic_long_t errors[FN_COUNT];
@@ -557,6 +570,8 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	pin->force_bar1 = force_bar1;
 	pin->free_callback = free_callback;
 	pin->data = data;
+	pin->tgid = current->tgid;
+	pin->kthread = current->flags & PF_KTHREAD;
 	gsim_fill_table(pin);
 	hash_add(gsim_pins, &pin->hnode, (unsigned long)&pin->pt);
 	list_add_tail(&pin->node, &gsim.pins);
@@ -643,7 +658,7 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 		nmappings++;
 	gsim.live_mappings -= nmappings;
 	if (state == PIN_REVOKED) {
-		pin->revoked_at = jiffies;
+		pin->revoked_at = ktime_get_ns();
 		gsim_quarantine(pin);
 	} else {
 		list_for_each_entry_safe(m, tmp, &pin->mappings, node) {
@@ -660,6 +675,8 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 		gsim.live_persistent--;
 	else
 		gsim.live_pins--;
+	if (pin->leaked_by)
+		gsim.leaked_pins--;
 	if (!--pin->buf->pins && pin->buf->freed)
 		gsim_buffer_free(pin->buf);
 	pin->buf = NULL;
@@ -988,6 +1005,37 @@ static uint revoked_put_errno;
 module_param(revoked_put_errno, uint, 0644);
 MODULE_PARM_DESC(revoked_put_errno, "Test knob: a put after the free callback returns -N (older drivers) instead of 0");
 
+/*
+ * Test knob process_rule: which tasks make one process for a revocable put
+ * (gsim_same_process). The driver's rule is "tgid": RM finds a pin only
+ * among the calling process's (p2p.c RmP2PGetInfoWithoutToken matches
+ * osGetCurrentProcess(), which os-interface.c os_get_current_process makes
+ * current->tgid). "application" (the default) keeps it for kernel threads
+ * (a workqueue, a kthread: PF_KTHREAD) and counts every user-space task as
+ * one process: the guest's scenarios stand in for one application with many
+ * short nvpm-tool processes (a registration and its deregistration are two
+ * of them), where a real application registers and deregisters from its
+ * own process. The stress tools, one process each, run with "tgid".
+ */
+enum gsim_process_rule { PROCESS_APPLICATION, PROCESS_TGID };
+static const char *const gsim_process_rule_names[] = { "application", "tgid" };
+static int process_rule = PROCESS_APPLICATION;
+static struct sim_enum_param process_rule_param = {
+	gsim_process_rule_names, ARRAY_SIZE(gsim_process_rule_names), &process_rule
+};
+module_param_cb(process_rule, &sim_enum_param_ops, &process_rule_param, 0644);
+MODULE_PARM_DESC(process_rule, "Which tasks are one process to a revocable put: application (user tasks are one; kernel threads their own tgid) or tgid (the driver: current->tgid)");
+
+/* Whether the current task's put finds @pin: the driver looks among its process's. */
+static bool gsim_same_process(const struct gsim_pin *pin)
+{
+	bool kthread = current->flags & PF_KTHREAD;
+
+	if (READ_ONCE(process_rule) == PROCESS_APPLICATION && !kthread && !pin->kthread)
+		return true;
+	return pin->tgid == current->tgid;
+}
+
 /* The common part of both puts, API lock held. */
 static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 		    bool persistent)
@@ -1021,6 +1069,25 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 			       pin->persistent ? "persistent" : "non-persistent",
 			       pin->id, pin->va, va);
 		return -EINVAL;
+	}
+	/*
+	 * A revocable put looks among the calling process's pins only
+	 * (RmP2PPutPages: RmP2PGetInfoWithoutToken, osGetCurrentProcess): from
+	 * another process it finds none, NV_ERR_OBJECT_NOT_FOUND, which
+	 * nv_p2p_put_pages turns into 0. The pin stays, its callback armed. (The
+	 * persistent put hands RM mem_info->private: no process lookup.)
+	 */
+	if (!persistent && pin->state == PIN_ACTIVE && !gsim_same_process(pin)) {
+		if (!pin->leaked_by)
+			gsim.leaked_pins++;
+		pin->leaked_by = current->tgid;
+		mutex_unlock(&gsim.lock);
+		gsim_own_check(O_PUT_OTHER_PROCESS,
+			       "nvidia_p2p_%s of page table #%llu (va %#llx) from process %d (%s%s), pinned by process %d%s",
+			       gsim_fn_names[fn], pin->id, pin->va, current->tgid, current->comm,
+			       current->flags & PF_KTHREAD ? ", a kernel thread" : "",
+			       pin->tgid, pin->kthread ? " (a kernel thread)" : "");
+		return 0;
 	}
 	/*
 	 * RM finds the pin by its table (RmP2PPutPages: RmP2PGetInfoWithoutToken
@@ -1164,9 +1231,20 @@ static struct gsim_device *gsim_device(struct pci_dev *pdev)
  * read of the table. Later, the client had all the time it needed to see
  * its own callback: a use after free.
  */
-static unsigned int race_window_ms = 2000;
+static unsigned int race_window_ms = GSIM_RACE_WINDOW_MS;
 module_param(race_window_ms, uint, 0644);
-MODULE_PARM_DESC(race_window_ms, "dma_map_pages of a table revoked less than this long ago (ms) counts as the driver's race (maps.raced), later as use_after_free (default 2000)");
+MODULE_PARM_DESC(race_window_ms, "dma_map_pages of a table revoked less than this long ago (ms) counts as the driver's race (maps.raced), later as use_after_free (default " __stringify(GSIM_RACE_WINDOW_MS) ")");
+
+/*
+ * Test hook for mofed_peer_sim's free_at= (not NVIDIA's API): how long a
+ * core that frees a buffer and then maps it waits, so that the map is past
+ * the window and a map of the revoked table is the client's.
+ */
+unsigned int nvidia_sim_race_window_ms(void)
+{
+	return READ_ONCE(race_window_ms);
+}
+EXPORT_SYMBOL_GPL(nvidia_sim_race_window_ms);
 
 /*
  * A mapping of the freed table of @pin, whose addresses are poison: what
@@ -1195,11 +1273,24 @@ static int gsim_map_stray(struct gsim_pin *pin, struct pci_dev *peer,
 	return 0;
 }
 
-/* Whether mapping @pin, revoked, is the race no client can close. */
+/*
+ * Whether mapping @pin, revoked, is the race no client can close; records
+ * how late after the revoke such a map read the table (maps.raced_late_max_us).
+ */
 static bool gsim_map_raced(struct gsim_pin *pin)
 {
-	return pin->state == PIN_REVOKED &&
-	       time_before(jiffies, pin->revoked_at + msecs_to_jiffies(READ_ONCE(race_window_ms)));
+	u64 late;
+	long us;
+
+	if (pin->state != PIN_REVOKED)
+		return false;
+	late = ktime_get_ns() - pin->revoked_at;
+	if (late >= (u64)READ_ONCE(race_window_ms) * NSEC_PER_MSEC)
+		return false;
+	us = div_u64(late, NSEC_PER_USEC);
+	if (us > atomic_long_read(&gsim.raced_late_max_us))
+		atomic_long_set(&gsim.raced_late_max_us, us);	/* gsim.lock held */
+	return true;
 }
 
 /*
@@ -1632,6 +1723,23 @@ arm:
 }
 
 /*
+ * Logs every live pin that a put from another process missed (gsim.lock
+ * not held): the client believes it unpinned, the driver still holds the
+ * memory and will call the callback back when the buffer is freed.
+ */
+static void gsim_report_leaked(const char *when)
+{
+	struct gsim_pin *pin;
+
+	mutex_lock(&gsim.lock);
+	list_for_each_entry(pin, &gsim.pins, node)
+		if (pin->leaked_by)
+			pr_err("leaked at %s: page table #%llu (va %#llx, %llu bytes) pinned by process %d: its put from process %d returned 0 without unpinning, its free callback still armed\n",
+			       when, pin->id, pin->va, pin->len, pin->tgid, pin->leaked_by);
+	mutex_unlock(&gsim.lock);
+}
+
+/*
  * "reset": every counter but the live counts; "reset violations": the
  * violation counters and the own checks only.
  */
@@ -1641,6 +1749,7 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 
 	if (all < 0)
 		return all;
+	gsim_report_leaked("reset");
 	for (i = 0; i < O_COUNT; i++)
 		atomic_long_set(&gsim.own_checks[i], 0);
 	if (!all)
@@ -1651,6 +1760,7 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 	}
 	atomic_long_set(&gsim.callbacks, 0);
 	atomic_long_set(&gsim.raced_maps, 0);
+	atomic_long_set(&gsim.raced_late_max_us, 0);
 	atomic_long_set(&gsim.api_waits, 0);
 	atomic_long_set(&gsim.unmaps_in_callback, 0);
 	return 0;
@@ -1681,11 +1791,13 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "buffers.live %u\n", READ_ONCE(gsim.live_buffers));
 	seq_printf(s, "pins.live %u\n", READ_ONCE(gsim.live_pins));
 	seq_printf(s, "pins.persistent %u\n", READ_ONCE(gsim.live_persistent));
+	seq_printf(s, "pins.leaked %u\n", READ_ONCE(gsim.leaked_pins));
 	seq_printf(s, "mappings.live %u\n", READ_ONCE(gsim.live_mappings));
 	seq_printf(s, "callbacks %ld\n", atomic_long_read(&gsim.callbacks));
 	seq_printf(s, "callbacks.return_held %ld\n",
 		   atomic_long_read(&gsim.callback_returns_held));
 	seq_printf(s, "maps.raced %ld\n", atomic_long_read(&gsim.raced_maps));
+	seq_printf(s, "maps.raced_late_max_us %ld\n", atomic_long_read(&gsim.raced_late_max_us));
 	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
@@ -1864,10 +1976,15 @@ static void __exit gsim_exit(void)
 	unregister_module_notifier(&gsim_module_nb);
 	/* No client is left: the pins are retired without the API lock. */
 	list_for_each_entry_safe(pin, tpin, &gsim.pins, node) {
-		gsim_violation(V_HELD_AT_UNLOAD,
-			       "%s page table #%llu (va %#llx, %llu bytes) still held at unload",
-			       pin->persistent ? "persistent" : "non-persistent",
-			       pin->id, pin->va, pin->len);
+		if (pin->leaked_by)
+			gsim_violation(V_HELD_AT_UNLOAD,
+				       "non-persistent page table #%llu (va %#llx, %llu bytes) still held at unload: leaked, its put from process %d returned 0 without unpinning (pinned by process %d)",
+				       pin->id, pin->va, pin->len, pin->leaked_by, pin->tgid);
+		else
+			gsim_violation(V_HELD_AT_UNLOAD,
+				       "%s page table #%llu (va %#llx, %llu bytes) still held at unload",
+				       pin->persistent ? "persistent" : "non-persistent",
+				       pin->id, pin->va, pin->len);
 		gsim_retire(pin, PIN_PUT);
 	}
 	mutex_lock(&gsim.lock);

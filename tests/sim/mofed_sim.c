@@ -579,7 +579,11 @@ EXPORT_SYMBOL(ib_unregister_peer_memory_client);
  * has started, as when an application's cudaFree races its ibv_reg_mr. The
  * buffer is the one starting at the MR's first 64 KiB page. The hook waits
  * for the callback to start, not to end: the callback may be waiting for
- * mapping_lock, which the caller holds.
+ * mapping_lock, which the caller holds. Before get_pages and dma_map (the
+ * client maps after the free) it also waits for the free to return (at most
+ * 5 s), then the GPU simulator's race_window_ms more: the client has seen
+ * its callback, and a map of the revoked table is its use after free, not
+ * the driver's race.
  */
 enum msim_free_at {
 	FREE_AT_NONE, FREE_AT_GET_PAGES, FREE_AT_DMA_MAP, FREE_AT_PUT_PAGES, FREE_AT_ACTIVATE,
@@ -607,6 +611,25 @@ static void msim_free_work_fn(struct work_struct *work)
 	symbol_put(nvidia_sim_free);
 	kfree(w);
 	atomic_inc(&msim_frees_done);
+}
+
+/*
+ * After a free_at= free that comes before the client maps: waits until the
+ * free returned (its callbacks returned, their tables freed), at most 5 s,
+ * then past the GPU simulator's race window.
+ */
+static void msim_wait_past_window(int done)
+{
+	unsigned int (*window)(void) = symbol_get(nvidia_sim_race_window_ms);
+	unsigned long deadline = jiffies + 5 * HZ;
+
+	while (atomic_read(&msim_frees_done) == done && time_before(jiffies, deadline))
+		msleep(1);
+	if (window) {
+		if (atomic_read(&msim_frees_done) != done)
+			msleep(window() + 10);
+		symbol_put(nvidia_sim_race_window_ms);
+	}
 }
 
 static void msim_free_hook(struct msim_mr *mr, int stage)
@@ -646,6 +669,8 @@ static void msim_free_hook(struct msim_mr *mr, int stage)
 	/* Let the client's callback get as far as it goes without us. */
 	msleep(20);
 	symbol_put(nvidia_sim_callbacks_started);
+	if (stage == FREE_AT_GET_PAGES || stage == FREE_AT_DMA_MAP)
+		msim_wait_past_window(done);
 }
 
 /* ---- Bad-input hooks: a core that breaks the rules ---------------------- */

@@ -32,6 +32,7 @@
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
 
 #include "nv-p2p.h"
 #include "peer_mem.h"
@@ -107,6 +108,7 @@ enum tc_bug {
 	TC_BUG_UNMAP_AFTER_PUT, TC_BUG_SG_FIRST_SHORT, TC_BUG_INVAL_BAD_HANDLE,
 	TC_BUG_INVAL_NC, TC_BUG_UNREGISTER_TWICE, TC_BUG_UNMAP_AFTER_REVOKE,
 	TC_BUG_CALLBACK_WAITS_MAP, TC_BUG_UNMAP_TWICE, TC_BUG_PUT_NULL,
+	TC_BUG_UNPIN_IN_WORK,
 };
 
 static const char *const tc_bug_names[] = {
@@ -119,6 +121,7 @@ static const char *const tc_bug_names[] = {
 	"unmap_after_put", "sg_first_short", "inval_bad_handle",
 	"inval_nc", "unregister_twice", "unmap_after_revoke",
 	"callback_waits_map", "unmap_twice", "put_null",
+	"unpin_in_work",
 };
 
 static int bug = TC_BUG_NONE;
@@ -582,6 +585,32 @@ static int tc_dma_unmap(struct sg_table *sg_head, void *client_context,
 	return tc_has_bug(TC_BUG_UNMAP_ERROR) ? -EIO : 0;
 }
 
+/* unpin_in_work: the put, made by a work item (another process), awaited. */
+struct tc_put_work {
+	struct work_struct work;
+	struct tc_ctx *ctx;
+	struct nvidia_p2p_page_table *pt;
+	int ret;
+};
+
+static void tc_put_work_fn(struct work_struct *work)
+{
+	struct tc_put_work *w = container_of(work, struct tc_put_work, work);
+
+	w->ret = tc_put(w->ctx->client, w->ctx->va, w->pt, false);
+}
+
+static void tc_put_in_work(struct tc_ctx *ctx, struct nvidia_p2p_page_table *pt)
+{
+	struct tc_put_work w = { .ctx = ctx, .pt = pt };
+
+	INIT_WORK_ONSTACK(&w.work, tc_put_work_fn);
+	queue_work(system_unbound_wq, &w.work);
+	flush_work(&w.work);
+	destroy_work_on_stack(&w.work);
+	pr_info("unpin_in_work: nvidia_p2p_put_pages from a work item returned %d\n", w.ret);
+}
+
 static void tc_put_pages(struct sg_table *sg_head, void *client_context)
 {
 	struct tc_ctx *ctx = client_context;
@@ -608,6 +637,10 @@ static void tc_put_pages(struct sg_table *sg_head, void *client_context)
 	if (tc_has_bug(TC_BUG_PUT_WRONG_VA)) {
 		pr_info("put_wrong_va: the put with va + 64 KiB returned %d\n",
 			tc_put(ctx->client, ctx->va + TC_GPU_PAGE_SIZE, pt, false));
+		return;
+	}
+	if (tc_has_bug(TC_BUG_UNPIN_IN_WORK)) {
+		tc_put_in_work(ctx, pt);
 		return;
 	}
 	for (i = 0; i < puts; i++)

@@ -26,6 +26,7 @@
 /* gpu_sim's test hooks for mofed_peer_sim's free_at= (not NVIDIA's API). */
 int nvidia_sim_free(u64 va);
 long nvidia_sim_callbacks_started(void);
+unsigned int nvidia_sim_race_window_ms(void);
 
 #define SIM_CMD_MAX_LEN 256
 #define SIM_CMD_MAX_ARGS 10

@@ -59,15 +59,20 @@ stress_load() {
 
 # stress_run NAME ARGS...: nvpm-tool stress ARGS, one assertion; its figures
 # (the first line of its output) go to the serial log as NVPM-FIGURES, the
-# whole output when it fails.
+# whole output when it fails. The tool registers and deregisters from its
+# one process, as an application does: the GPU simulator holds it to the
+# driver's rule (process_rule=tgid: a revocable put from any other process,
+# a kernel thread included, unpins nothing).
 stress_run() {
 	sr_name=$1
 	shift
+	nvpm-tool gpu set process_rule tgid
 	if sr_out=$(nvpm-tool stress "$@" 2>&1); then
 		pass "$sr_name"
 	else
 		fail "$sr_name" "$(printf '%s' "$sr_out" | tr '\n' '|')"
 	fi
+	nvpm-tool gpu set process_rule application
 	printf '%s\n' "$sr_out" | head -n 1 | sed "s|^nvpm-tool: ||; s|^|NVPM-FIGURES $SCENARIO/$sr_name: |"
 }
 

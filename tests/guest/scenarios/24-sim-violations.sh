@@ -147,9 +147,10 @@ expect_counter unmap_twice/unmapped gpu mappings.live 0
 # A map of a table revoked race_window_ms ago or more (here: at once) is the
 # client's; sooner it is the driver's own race (51-stress-windows, map-waits-lock).
 reg_free_dereg_late() {
+	window_ms=$(nvpm-tool gpu get race_window_ms)
 	nvpm-tool gpu set race_window_ms 0
 	reg_free_dereg
-	nvpm-tool gpu set race_window_ms 2000
+	nvpm-tool gpu set race_window_ms "$window_ms"
 }
 provoke map_after_revoke gpu use_after_free \
 	"nvidia_p2p_dma_map_pages of page table #[0-9]+ after its free callback" reg_free_dereg_late
@@ -318,6 +319,28 @@ expect_counter ex-short-gpu-no-own-check gpu own_checks 0
 expect_counter ex-short-core-clean core violations 0
 expect_ok unload-ex-short rmmod peer_test_client
 
+# A revocable put from another process (a work item: a kernel thread): the
+# driver looks the pin up among the calling process's (current->tgid),
+# finds none and returns 0; the pin stays, its callback armed. Counted at
+# the put, reported as leaked at every reset and at unload. Its buffer is
+# never freed: the callback would call back the client's freed context.
+expect_ok load-unpin-in-work modprobe peer_test_client
+lva=$(nvpm-tool gpu alloc 1M)
+ret_log="unpin_in_work: nvidia_p2p_put_pages from a work item returned 0"
+leak_log="gpu_sim: leaked at reset: page table #[0-9]+ \\(va $lva, 1048576 bytes\\) pinned by process [0-9]+: its put from process [0-9]+ returned 0 without unpinning"
+rets=$(logs "$ret_log") leaks=$(dmesg | grep -cE "$leak_log")
+unpin_in_work() {
+	id=$(nvpm-tool core reg "$lva" 1M --inval) && nvpm-tool core dereg "$id"
+	expect_counter unpin_in_work/still-pinned gpu pins.live 1
+	expect_counter unpin_in_work/leaked gpu pins.leaked 1
+}
+own_check unpin_in_work put_other_process \
+	"nvidia_p2p_put_pages of page table #[0-9]+ \\(va $lva\\) from process [0-9]+ \\(kworker[^,]*, a kernel thread\\), pinned by process [0-9]+" \
+	with_bug unpin_in_work unpin_in_work
+expect_logged unpin_in_work/returns-0 "$rets" "$ret_log"
+expect_eq unpin_in_work/reported-at-reset $((leaks + 1)) "$(dmesg | grep -cE "$leak_log")"
+expect_ok unload-unpin-in-work rmmod peer_test_client
+
 # A persistent client: the revocable put of a persistent table.
 expect_ok load-persistent modprobe peer_test_client persistent=1
 violation wrong_put/persistent gpu wrong_put \
@@ -333,4 +356,5 @@ expect_counter leaked gpu pins.persistent 1
 expect_ok unload-client rmmod peer_test_client mofed_peer_sim
 expect_ok unload-gpu rmmod nvidia
 expect_dmesg held-at-unload "gpu_sim: contract violation: persistent page table #[0-9]+ \(va $va, 1048576 bytes\) still held at unload"
+expect_dmesg held-at-unload/leaked "gpu_sim: contract violation: non-persistent page table #[0-9]+ \(va $lva, 1048576 bytes\) still held at unload: leaked, its put from process [0-9]+ returned 0 without unpinning"
 if dmesg | grep -qE 'WARNING:|BUG:'; then fail no-warn "a WARNING or BUG line"; else pass no-warn; fi

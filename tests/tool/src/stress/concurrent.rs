@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::{clock_seed, expect_held, leftovers, opt, tally, Fail, Pages, Problems, Stack};
+use super::{
+    clock_seed, expect_held, leftovers, opt, raced_maps, tally, Fail, Pages, Problems, Stack,
+};
 use crate::cli::Args;
 use crate::ctl::{self, delta, Ctl};
 use crate::parse::MrInfo;
@@ -377,7 +379,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     let figures = format!(
         "{}: {} threads, {} ops in {:.1} s ({:.0} ops/s), seed {}: \
          reg {} ok, {} failed ({}); dereg {}; alloc {}; free {}; \
-         invalidations {}{}",
+         invalidations {}{}; {}",
         stack.describe(),
         threads,
         all.ops,
@@ -392,6 +394,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         all.frees,
         delta(&g0, &g1, "callbacks"),
         module_figures,
+        raced_maps(&g0, &g1),
     );
     if problems.is_empty() {
         Ok(format!("{figures}\n"))

@@ -243,6 +243,19 @@ pub fn leftovers() -> Result<Vec<String>, String> {
     Ok(dirty)
 }
 
+/// The maps that read a table the driver had freed, between the counters
+/// `before` and `after` of the GPU simulator: "raced maps N (the latest T us
+/// after its table's free)". Each is the driver's race (a free between the
+/// client's last look at its pin and the driver's read, within
+/// `race_window_ms`); a later one is a `use_after_free` violation.
+pub fn raced_maps(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i64>) -> String {
+    format!(
+        "raced maps {} (the latest {} us after its table's free)",
+        ctl::delta(before, after, "maps.raced"),
+        get(after, "maps.raced_late_max_us"),
+    )
+}
+
 /// "EFAULT 12, EAGAIN 3" (or "none").
 pub fn tally(map: &BTreeMap<String, u64>) -> String {
     if map.is_empty() {

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::{clock_seed, expect_held, leftovers, opt, tally, Fail, Pages, Stack};
+use super::{clock_seed, expect_held, leftovers, opt, raced_maps, tally, Fail, Pages, Stack};
 use crate::cli::Args;
 use crate::ctl::{self, delta, get, CmdError, Ctl};
 use crate::parse::{errno_name, MrInfo};
@@ -755,7 +755,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
     Ok(format!(
         "{}: seed {seed}: {ops} ops in {secs:.1} s ({:.0} ops/s): \
          reg {} ok, {reg_failed} failed as predicted ({}); dereg {}; alloc {}; free {}; \
-         invalidations {}; provider failures injected {}; {} checkpoints, {} SG lists checked\n",
+         invalidations {}; provider failures injected {}; {} checkpoints, {} SG lists checked; {}\n",
         r.stack.describe(),
         ops as f64 / secs,
         r.fig.reg_ok,
@@ -767,6 +767,7 @@ pub fn run(args: &[String]) -> Result<String, Fail> {
         r.fig.injected,
         r.fig.checkpoints,
         r.fig.sg_checks,
+        raced_maps(&r.base[0], &GPU.counters().map_err(|e| fail(&r, e))?),
     ))
 }
 
