@@ -7,19 +7,22 @@
 # them (/usr/src/linux-headers-KREL, Debian's files unmodified), the image
 # unpacked for QEMU. Writes $NVPM_CACHE/kernel-SERIES.env like provision.sh.
 #
-# Usage: provision-carried.sh SERIES     6.12 (Debian 13) or 6.1 (Debian 12)
+# Usage: provision-carried.sh SERIES     6.12 (Debian 13), 6.1 (Debian 12) or 5.10 (Debian 11)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
-SERIES=${1:?usage: provision-carried.sh 6.12|6.1}
+SERIES=${1:?usage: provision-carried.sh 6.12|6.1|5.10}
 # Debian suite, and the compiler the kernel was built with (its headers'
-# .kernelvariables name it).
+# .kernelvariables name it). Debian 11's gcc-10 is not in trixie: its
+# modules are built with gcc-12 (kmake, the env file's KMAKE_FLAGS).
+kmake=
 case $SERIES in
 6.12) suite=trixie cc=gcc-14 ;;
 6.1) suite=bookworm cc=gcc-12 ;;
-*) die "provision-carried: SERIES=$SERIES: expected 6.12 or 6.1" ;;
+5.10) suite=bullseye cc=gcc-12 kmake=CC=x86_64-linux-gnu-gcc-12 ;;
+*) die "provision-carried: SERIES=$SERIES: expected 6.12, 6.1 or 5.10" ;;
 esac
 
 [ -x "$CHROOT/usr/bin/apt-get" ] || scripts/provision.sh
@@ -94,7 +97,7 @@ KDIR_CHROOT="/usr/src/linux-headers-$KREL"
 KDIR_HOST="$CHROOT/usr/src/linux-headers-$KREL"
 VMLINUZ="$dir/pkg/boot/vmlinuz-$KREL"
 DEBIAN_MODULES="$(ls -d "$dir/pkg/usr/lib/modules/$KREL" "$dir/pkg/lib/modules/$KREL" 2>/dev/null | head -n 1)"
-KMAKE_FLAGS=""
+KMAKE_FLAGS="$kmake"
 CHROOT="$CHROOT"
 EOT
 mv "$env.tmp" "$env"
