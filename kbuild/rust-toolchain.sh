@@ -48,7 +48,8 @@ else
 	ID=unknown
 fi
 case "${ID:-}:${VERSION_ID:-}" in
-debian:12) pkgs="rustc-web rust-web-src libclang-dev; bindgen $bindgen_min is not in Debian 12: cargo install --locked bindgen-cli@$bindgen_min" ;;
+# Debian 11 and 12: rustc and bindgen are too old, rustc-web new enough.
+debian:11 | debian:12) pkgs="rustc-web rust-web-src libclang-dev; bindgen $bindgen_min is not in Debian $VERSION_ID: cargo install --locked bindgen-cli@$bindgen_min" ;;
 debian:*) pkgs="rustc rust-src bindgen libclang-dev" ;;
 ubuntu:*) pkgs="rustc-1.xx rust-1.xx-src (a version >= $rustc_min; update-alternatives or RUSTC=rustc-1.xx), bindgen-0.71 or newer, libclang-dev" ;;
 rhel:* | rocky:* | almalinux:* | centos:*) pkgs="rust rust-src clang-devel (rust-toolset); bindgen: cargo install --locked bindgen-cli@$bindgen_min" ;;

@@ -61,6 +61,9 @@ check toolchain-no-bindgen 1 'needs:.*bindgen>=0\.71\.1' \
 	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
 check toolchain-debian12-names 1 'install: rustc-web rust-web-src .*cargo install --locked bindgen-cli@0\.71\.1' \
 	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
+printf 'ID=debian\nVERSION_ID=11\nPRETTY_NAME="Debian 11"\n' >"$tmp/os-release-11"
+check toolchain-debian11-names 1 'on Debian 11 install: rustc-web rust-web-src .*not in Debian 11: cargo install --locked bindgen-cli@0\.71\.1' \
+	env BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release-11" kbuild/rust-toolchain.sh
 check toolchain-no-rustc 1 'needs: rustc>=1\.85\.0' \
 	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
 check toolchain-no-os-release 1 'on this system install: rustc >= 1\.85\.0 with its rust-src, bindgen >= 0\.71\.1, libclang' \

@@ -239,9 +239,9 @@ fn packaged(d: &Distro, parts: &[Part], rustc: Option<Version>) -> Option<Vec<St
     };
     let package = |p: Part| -> Option<String> {
         let name = match (d.id.as_str(), d.version_id.as_str(), p) {
-            ("debian", "12", Part::Rustc) => "rustc-web".to_string(),
-            ("debian", "12", Part::RustSrc) => "rust-web-src".to_string(),
-            ("debian", "12", Part::Bindgen) => return None,
+            ("debian", "11" | "12", Part::Rustc) => "rustc-web".to_string(),
+            ("debian", "11" | "12", Part::RustSrc) => "rust-web-src".to_string(),
+            ("debian", "11" | "12", Part::Bindgen) => return None,
             ("debian", _, Part::Rustc) => "rustc".to_string(),
             ("debian", _, Part::RustSrc) => "rust-src".to_string(),
             ("debian", _, Part::Bindgen) => "bindgen".to_string(),
@@ -431,6 +431,13 @@ mod tests {
             install(&d12, &all, None, &DISTRO),
             "on Debian 12: `apt-get install rustc-web rust-web-src libclang-dev`; \
              bindgen 0.71.1 is not packaged in Debian 12: `cargo install --locked bindgen-cli@0.71.1`"
+        );
+        // Debian 11's rustc (1.48) and bindgen (0.55) are too old too; its rustc-web is not.
+        let d11 = distro("ID=debian\nVERSION_ID=\"11\"\nPRETTY_NAME=\"Debian 11\"");
+        assert_eq!(
+            install(&d11, &all, None, &DISTRO),
+            "on Debian 11: `apt-get install rustc-web rust-web-src libclang-dev`; \
+             bindgen 0.71.1 is not packaged in Debian 11: `cargo install --locked bindgen-cli@0.71.1`"
         );
         let d13 = distro("ID=debian\nVERSION_ID=\"13\"\nPRETTY_NAME=\"Debian 13\"");
         assert_eq!(
