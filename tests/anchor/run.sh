@@ -9,7 +9,8 @@
 # suite still runs the others and reports. In the guest, ANCHOR=1 makes the
 # scenarios skip checks of this project's own features (own_feature) and
 # expect the failures tests/anchor/anchor-expected lists, each the mark of
-# one of the anchor's known bugs.
+# one of the anchor's known bugs, shown by that bug's own signal. Before the
+# guests, tests/anchor/selftest.sh checks that machinery.
 #
 # Env: ANCHOR_GROUPS (default all, names below), GUEST_TIMEOUT per boot
 # (default 900), ANCHOR_DEADLOCK_MS (the GPU simulator's deadlock_ms, default
@@ -21,7 +22,18 @@ cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/summary.sh
 . tests/summary.sh
 OUT=build/anchor
-tests/anchor/build.sh || { echo "ANCHOR-SUMMARY 0 passed, 1 failed"; exit 1; }
+pass=0 fail=0
+t0=$SECONDS
+mkdir -p "$OUT"
+echo "=== anchor/selftest: tests/anchor/selftest.sh"
+tests/anchor/selftest.sh >"$OUT/selftest.log" 2>&1
+grep -E '^  FAIL' "$OUT/selftest.log" | sed 's/^/  /'
+if summary_add "$OUT/selftest.log" SELFTEST; then
+	echo "  anchor/selftest: $summary_pass passed, $summary_fail failed (log $OUT/selftest.log)"
+else
+	echo "  anchor/selftest: no summary, counted as 1 failure; see $OUT/selftest.log"
+fi
+tests/anchor/build.sh || { echo "ANCHOR-SUMMARY $pass passed, $((fail + 1)) failed"; exit 1; }
 # shellcheck source=/dev/null
 . "$OUT/anchor.env"
 
@@ -34,8 +46,6 @@ groups=(
 	"concurrent:55-*"
 )
 stress_configs=modern-revocable,mid-revocable,legacy-revocable
-pass=0 fail=0
-t0=$SECONDS
 for g in "${groups[@]}"; do
 	name=${g%%:*}
 	case " ${ANCHOR_GROUPS:-${groups[*]%%:*}} " in *" $name "*) ;; *) continue ;; esac

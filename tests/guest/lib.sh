@@ -14,22 +14,43 @@ report() {
 }
 
 # The anchor suite (tests/anchor/run.sh, ANCHOR=1) runs NVIDIA's own
-# nvidia-peermem as the module under test. /tests/anchor-expected lists the
-# checks it fails because of a bug of its own (tests/README.md, "The
-# anchor"): "CHECK-GLOB BUG MESSAGE-REGEX" per line. Such a check must fail,
-# with a message matching the regex: it then reports PASS (the bug shown as
-# expected); a pass, or another failure, reports FAIL.
-anchor_expected() { # NAME: prints "BUG REGEX" of the first line matching, if any
-	[ "${ANCHOR:-0}" = 1 ] && [ -r /tests/anchor-expected ] || return 1
-	while read -r ae_glob ae_bug ae_re; do
-		case $ae_glob in '#'* | '') continue ;; esac
+# nvidia-peermem as the module under test. /tests/anchor-expected
+# (ANCHOR_EXPECTED) lists the checks it fails because of a bug of its own
+# (tests/README.md, "The anchor"): "CHECK-GLOB BUG SIGNALS MESSAGE-REGEX" per
+# line, and "signal NAME REGEX" lines. Such a check must fail, with a message
+# matching the regex, and one of its SIGNALS ('|'-separated names) must show:
+# a kernel log line after the latest mark (the anchor's, the driver's, a
+# KASAN report) matching that signal's regex. It then reports PASS (the bug
+# shown as expected); a pass, another failure or a failure without the bug's
+# signal reports FAIL.
+ANCHOR_EXPECTED=${ANCHOR_EXPECTED:-/tests/anchor-expected}
+anchor_expected() { # NAME: prints "BUG SIGNALS REGEX" of the first line matching, if any
+	[ "${ANCHOR:-0}" = 1 ] && [ -r "$ANCHOR_EXPECTED" ] || return 1
+	while read -r ae_glob ae_bug ae_sig ae_re; do
+		case $ae_glob in '#'* | '' | signal) continue ;; esac
 		# shellcheck disable=SC2254 # the glob is the pattern
 		case $SCENARIO/$1 in $ae_glob)
-			echo "$ae_bug $ae_re"
+			echo "$ae_bug $ae_sig $ae_re"
 			return 0
 			;;
 		esac
-	done </tests/anchor-expected
+	done <"$ANCHOR_EXPECTED"
+	return 1
+}
+# anchor_signal SIGNALS: prints the first kernel log line since the latest
+# mark that shows one of SIGNALS; false when none does.
+anchor_signal() {
+	as_rest="$1|"
+	while [ -n "$as_rest" ]; do
+		as_name=${as_rest%%|*}
+		as_rest=${as_rest#*|}
+		as_re=$(awk -v n="$as_name" '$1 == "signal" && $2 == n { sub(/^signal[ \t]+[^ \t]+[ \t]+/, ""); print; exit }' "$ANCHOR_EXPECTED")
+		[ -n "$as_re" ] || continue
+		as_line=$(dmesg_since_mark | grep -E -- "$as_re" | head -n 1)
+		[ -n "$as_line" ] || continue
+		printf '%s: %s\n' "$as_name" "$(printf '%s' "$as_line" | sed 's/^\[[ 0-9.]*\] //' | cut -c1-160)"
+		return 0
+	done
 	return 1
 }
 pass() {
@@ -41,11 +62,15 @@ pass() {
 }
 fail() {
 	if ae=$(anchor_expected "$1"); then
-		if printf '%s\n' "$2" | grep -qE -- "${ae#* }"; then
-			report "NVPM-RESULT PASS $SCENARIO/$1 (anchor bug ${ae%% *}, failed as expected: $2)"
-			anchor_absorb
+		f_bug=${ae%% *} f_rest=${ae#* }
+		f_sig=${f_rest%% *} f_re=${f_rest#* }
+		if ! printf '%s\n' "$2" | grep -qE -- "$f_re"; then
+			report "NVPM-RESULT FAIL $SCENARIO/$1 anchor bug $f_bug expected ('$f_re'), got: $2"
+		elif ! f_shown=$(anchor_signal "$f_sig"); then
+			report "NVPM-RESULT FAIL $SCENARIO/$1 anchor bug $f_bug: failed as expected ($2), but no kernel log line since the mark shows its signal ($f_sig)"
 		else
-			report "NVPM-RESULT FAIL $SCENARIO/$1 anchor bug ${ae%% *} expected ('${ae#* }'), got: $2"
+			report "NVPM-RESULT PASS $SCENARIO/$1 (anchor bug $f_bug, failed as expected: $2; signal $f_shown)"
+			anchor_absorb
 		fi
 	else
 		report "NVPM-RESULT FAIL $SCENARIO/$1 $2"
