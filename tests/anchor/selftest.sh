@@ -1,9 +1,10 @@
 #!/bin/sh
 # The anchor suite's own machinery, checked before its guests boot
 # (tests/anchor/run.sh; tests/README.md, "The anchor"): tests/guest/lib.sh's
-# verdict on the checks tests/anchor/anchor-expected lists. Runs the guest
+# verdict on the checks tests/anchor/anchor-expected lists, and how
+# client-lib.sh's load_stack passes the anchor's parameters. Runs the guest
 # libraries in busybox sh (the guest's shell) where there is one, with
-# dmesg and nvpm-tool replaced by stand-ins and the results in a
+# dmesg, modprobe and nvpm-tool replaced by stand-ins and the results in a
 # scratch file. Ends with "SELFTEST-SUMMARY N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -14,11 +15,14 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/bin"
 # Stand-ins (functions: busybox sh runs its applets before PATH): the
-# kernel log is $T/dmesg; nvpm-tool answers 0 (anchor_absorb's wait) and
-# nothing else.
+# kernel log is $T/dmesg; modprobe records its arguments; nvpm-tool answers
+# 0 (anchor_absorb's wait) and nothing else.
 stand_ins() {
 	dmesg() { cat "$T/dmesg"; }
+	modprobe() { echo "$*" >>"$T/modprobe"; }
+	rmmod() { :; }
 	mark_dmesg() { :; }
+	loaded() { return 1; }
 }
 printf '#!/bin/sh\necho 0\n' >"$T/bin/nvpm-tool"
 chmod +x "$T/bin/nvpm-tool"
@@ -102,6 +106,33 @@ check expected-file-well-formed '^$' "$probs"
 bad_re=$(awk '/^signal[ \t]/ { sub(/^signal[ \t]+[^ \t]+[ \t]+/, ""); print }' "$E" | while IFS= read -r re; do
 	echo x | grep -E -- "$re" >/dev/null 2>&1; [ $? -le 1 ] || printf '%s; ' "$re"; done)
 check signal-regexes-valid '^$' "$bad_re"
+
+# load_stack: the parameters the anchor gets. Each case: ANCHOR_PAS_PARAM,
+# ANCHOR_PAS, the scenario's nvidia_peermem and GPU parameters; what
+# modprobe nvidia_peermem and modprobe nvidia then got.
+loads() { # PAS_PARAM PAS PEERMEM_PARAMS GPU_PARAMS
+	: >"$T/modprobe"
+	(
+		ANCHOR=1 ANCHOR_PAS_PARAM=$1 ANCHOR_PAS=$2 GPU_PT_ABI=1.2 NVPM_RESULTS=$T/results SCENARIO=99-selftest
+		[ -n "$2" ] || unset ANCHOR_PAS
+		. tests/guest/lib.sh
+		. tests/guest/client-lib.sh
+		stand_ins
+		load_stack t "mode=modern" "$4" "$3"
+		echo "pas $(peermem_pas "$3")" >>"$T/modprobe"
+	) >/dev/null 2>&1
+	tr '\n' ';' <"$T/modprobe" | sed 's/  */ /g; s/ ;/;/g'
+}
+check load-550-drops-param '^mofed_peer_sim mode=modern;nvidia page_table_version=1\.2;nvidia_peermem peerdirect_support=1;pas 0;$' \
+	"$(loads 0 "" "persistent_api_support=0 peerdirect_support=1" "")"
+check load-560-passes-param-through '^mofed_peer_sim mode=modern;nvidia page_table_version=1\.2;nvidia_peermem persistent_api_support=0 peerdirect_support=1;pas 0;$' \
+	"$(loads 1 1 "persistent_api_support=0 peerdirect_support=1" "")"
+check load-560-suite-choice '^mofed_peer_sim mode=modern;nvidia page_table_version=1\.2;nvidia_peermem peerdirect_support=0 persistent_api_support=0;pas 0;$' \
+	"$(loads 1 0 "peerdirect_support=0" "")"
+check load-560-default '^mofed_peer_sim mode=modern;nvidia page_table_version=1\.2;nvidia_peermem( peerdirect_support=0)?;pas 1;$' \
+	"$(loads 1 "" "peerdirect_support=0" "")"
+check load-scenario-page-table-abi '^mofed_peer_sim mode=modern;nvidia page_table_version=2\.0;nvidia_peermem;pas 1;$' \
+	"$(loads 1 "" "" "page_table_version=2.0")"
 
 echo "selftest (${SELFTEST_SHELL:-sh}): $ok passed, $bad failed"
 echo "SELFTEST-SUMMARY $ok passed, $bad failed"

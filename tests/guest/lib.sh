@@ -95,6 +95,40 @@ anchor_absorb() {
 # skip NAME WHY: a check that does not apply (counted apart by run.sh).
 skip() { report "NVPM-RESULT SKIP $SCENARIO/$1 $2"; }
 
+# pas_param [NAME]: true when the module under test has
+# persistent_api_support: this project's, or an anchor of 560 or later
+# (ANCHOR_PAS_PARAM=1). Otherwise NAME, if given, is reported as skipped.
+pas_param() {
+	[ "${ANCHOR:-0}" != 1 ] || [ "${ANCHOR_PAS_PARAM:-0}" = 1 ] && return 0
+	[ -z "${1:-}" ] || skip "$1" "this anchor has no persistent_api_support (NVIDIA's came in 560)"
+	return 1
+}
+
+# peermem_params PARAMS: the parameters a scenario's PARAMS for
+# nvidia_peermem become for the module under test. The anchor without
+# persistent_api_support (550) has one layout, this module's
+# persistent_api_support=0: the parameter is dropped. With it (560+), where
+# PARAMS name none, the anchor suite's choice (ANCHOR_PAS) is added.
+peermem_params() {
+	if [ "${ANCHOR:-0}" != 1 ]; then
+		echo "$1"
+	elif ! pas_param ""; then
+		echo "$1" | sed 's/persistent_api_support=[^ ]*//g'
+	else
+		case " $1 " in
+		*" persistent_api_support="*) echo "$1" ;;
+		*) echo "$1${ANCHOR_PAS:+ persistent_api_support=$ANCHOR_PAS}" ;;
+		esac
+	fi
+}
+
+# peermem_pas PARAMS: the persistent_api_support the module under test runs
+# with when loaded with PARAMS (0: the anchor without the parameter).
+peermem_pas() {
+	pp_v=$(peermem_params "$1" | tr ' ' '\n' | sed -n 's/^persistent_api_support=//p' | tail -n1)
+	if [ -n "$pp_v" ]; then echo "$pp_v"; elif pas_param ""; then echo 1; else echo 0; fi
+}
+
 # own_feature: true when the module under test is this project's (not the
 # anchor). Checks of this module's own design or features (one pin per
 # registration, coalesced SGEs, its statistics, the fallback client, its log
