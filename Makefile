@@ -73,7 +73,10 @@ BENCH_VARS = BENCH_COSTS BENCH_SIZES BENCH_LAYOUTS BENCH_REPS BENCH_LOOP_MS BENC
 	BENCH_MODE BENCH_CHECKS BENCH_ICOUNT BENCH_TIMEOUT BENCH_ANCHOR BENCH_CARRIED
 BENCH_ENV = $(foreach v,$(BENCH_VARS),$(if $($(v)),$(v)="$($(v))"))
 # `make check-anchor` (tests/anchor/run.sh): the same for its knobs.
-ANCHOR_VARS = ANCHOR_GROUPS ANCHOR_VERSION ANCHOR_DEADLOCK_MS
+# ANCHOR_GIT=DIR (a clone of NVIDIA's open-gpu-kernel-modules, ANCHOR_GIT_REV
+# default HEAD) runs that release instead: tests/anchor/from-git.sh imports it
+# into the cache on the host and names it as ANCHOR_VERSION.
+ANCHOR_VARS = ANCHOR_GROUPS ANCHOR_VERSION ANCHOR_DEADLOCK_MS ANCHOR_PERSISTENT_API_SUPPORT
 ANCHOR_ENV = $(foreach v,$(ANCHOR_VARS),$(if $($(v)),$(v)="$($(v))"))
 # `make bench-profile` (tests/bench/profile/run.sh): the same for its knobs.
 PROFILE_VARS = PROFILE_CLIENTS PROFILE_SIZE PROFILE_LAYOUT PROFILE_COUNT PROFILE_COST PROFILE_TIMEOUT
@@ -120,7 +123,8 @@ check-guest: module tool
 # NVIDIA's nvidia-peermem through the guest scenarios (tests/anchor/run.sh):
 # fetched from Debian into the cache and built in the root, not this module.
 check-anchor: provision tool
-	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(ANCHOR_ENV) check-anchor'
+	$(if $(ANCHOR_GIT),@mkdir -p build && tests/anchor/from-git.sh "$(ANCHOR_GIT)" $(ANCHOR_GIT_REV) >build/anchor-git.key)
+	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(ANCHOR_ENV) $(if $(ANCHOR_GIT),ANCHOR_VERSION="$$(cat build/anchor-git.key)") check-anchor'
 
 bench: module tool
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(BENCH_ENV) bench'

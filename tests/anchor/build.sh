@@ -14,10 +14,16 @@
 #
 # Env: KDIR, KMAKE_FLAGS (kernel.env); ANCHOR_VERSION pins a package version
 # (default: the newest in trixie contrib, looked up at most once a day, the
-# newest cached one when the archive cannot be reached); ANCHOR_CACHE
-# (default /var/cache/nvpm-anchor, inside the root, i.e. under $NVPM_CACHE).
+# newest cached one when the archive cannot be reached), or names a tree
+# tests/anchor/from-git.sh put in the cache (git-VERSION-COMMIT: NVIDIA's
+# repository, never fetched here); ANCHOR_CACHE (default
+# /var/cache/nvpm-anchor, inside the root, i.e. under $NVPM_CACHE).
 # Output: build/anchor/nvidia_peermem.ko and build/anchor/anchor.env
-# (ANCHOR_PKG_VERSION, ANCHOR_VERSION: the module's own version string).
+# (ANCHOR_PKG_VERSION: the cache key; ANCHOR_ORIGIN: where the sources came
+# from; ANCHOR_VERSION: the module's own version string; ANCHOR_PAS_PARAM: 1
+# when it has persistent_api_support (560 and later); ANCHOR_PT_ABI: the
+# page-table ABI of its nv-p2p.h, 1.2 or 2.0, which the GPU simulator is
+# given).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KDIR:?}"
@@ -37,7 +43,8 @@ echo "deb $uri trixie contrib" >"$APT/sources.list"
 aptopts=(-o "Dir::Etc::SourceList=$APT/sources.list" -o Dir::Etc::SourceParts=- -o "Dir::State::Lists=$APT/lists"
 	-o "Dir::Cache=$APT/cache" -o APT::Sandbox::User=root -o Debug::NoLocking=1)
 
-cached_versions() { ls -d "$CACHE"/*/src/nvidia-peermem/nvidia-peermem.c 2>/dev/null | sed "s|^$CACHE/||; s|/src/.*||" | sort -V; }
+# Packages only: a tree from-git.sh imported is used when named, never by default.
+cached_versions() { ls -d "$CACHE"/*/src/nvidia-peermem/nvidia-peermem.c 2>/dev/null | sed "s|^$CACHE/||; s|/src/.*||" | grep -v '^git-' | sort -V; }
 
 ver=${ANCHOR_VERSION:-}
 if [ -z "$ver" ]; then
@@ -54,6 +61,7 @@ if [ -z "$ver" ]; then
 fi
 SRC=$CACHE/$ver/src
 if [ ! -e "$SRC/.complete" ]; then
+	case $ver in git-*) die "$SRC is not complete: import it with tests/anchor/from-git.sh (make check-anchor ANCHOR_GIT=...)" ;; esac
 	log "fetching $PKG $ver"
 	tmp=$CACHE/$ver/tmp
 	rm -rf "$SRC" "$tmp" && mkdir -p "$tmp/x" "$SRC"
@@ -70,10 +78,24 @@ if [ ! -e "$SRC/.complete" ]; then
 	# The module's version string, as NVIDIA's top-level Kbuild passes it.
 	sed -n 's/.*-DNV_VERSION_STRING=\\"\([^\\]*\)\\".*/\1/p' "$tmp/$top/Kbuild" >"$SRC/version"
 	[ -s "$SRC/version" ] || die "no NV_VERSION_STRING in the package's Kbuild"
+	echo "$PKG $ver" >"$SRC/origin"
 	rm -rf "$tmp"
 	touch "$SRC/.complete"
 fi
 nvver=$(cat "$SRC/version")
+origin=$(cat "$SRC/origin" 2>/dev/null || echo "$PKG $ver")
+# What the simulators must match: the module's parameter (560 and later:
+# persistent_api_support, default 1, one persistent nv_mem) and the
+# page-table ABI of the nv-p2p.h it is built with (0x00010002: 1.2, up to
+# 575; 0x00020000: 2.0, 580 and later).
+pas=0
+! grep -q 'module_param(persistent_api_support' "$SRC/nvidia-peermem/nvidia-peermem.c" || pas=1
+ptv=$(sed -n 's/^#define NVIDIA_P2P_PAGE_TABLE_VERSION[[:space:]]*(\{0,1\}\(0x[0-9a-fA-F]*\).*/\1/p' "$SRC/nvidia-peermem/nv-p2p.h")
+case $ptv in
+0x0001*) ptabi=1.2 ;;
+0x0002*) ptabi=2.0 ;;
+*) die "nv-p2p.h: NVIDIA_P2P_PAGE_TABLE_VERSION '$ptv' is neither 1.x nor 2.x" ;;
+esac
 
 # The build: a copy of the sources (never modified), the conftest headers
 # NVIDIA's Kbuild would generate, and a Kbuild with the flags of its own.
@@ -101,11 +123,12 @@ ccflags-y += -Wall -Wno-cast-qual -Wno-format-extra-args -Wno-unused-function -W
 ccflags-y += -D__KERNEL__ -DMODULE -DNVRM -DNV_VERSION_STRING=\\"$nvver\\"
 ccflags-y += -DNV_FILESYSTEM_ACCESS_AVAILABLE=1 -DNV_KERNEL_INTERFACE_LAYER -fno-strict-aliasing -ffreestanding
 EOF
-log "building nvidia-peermem $nvver ($PKG $ver) against the simulators"
+log "building nvidia-peermem $nvver ($origin) against the simulators"
 # shellcheck disable=SC2086 # KMAKE_FLAGS is words
 make -s -C "$KDIR" M="$B" ${KMAKE_FLAGS:-} KBUILD_EXTRA_SYMBOLS="$B/mofed/Module.symvers" modules >"$B/build.log" 2>&1 ||
 	die "the build failed: $(tail -n 20 "$B/build.log")"
 mkdir -p "$OUT"
 cp "$B/nvidia-peermem.ko" "$OUT/nvidia_peermem.ko"
-printf 'ANCHOR_PKG_VERSION=%s\nANCHOR_VERSION=%s\n' "$ver" "$nvver" >"$OUT/anchor.env"
-log "$OUT/nvidia_peermem.ko: nvidia-peermem $nvver"
+printf 'ANCHOR_PKG_VERSION=%s\nANCHOR_ORIGIN="%s"\nANCHOR_VERSION=%s\nANCHOR_PAS_PARAM=%s\nANCHOR_PT_ABI=%s\n' \
+	"$ver" "$origin" "$nvver" "$pas" "$ptabi" >"$OUT/anchor.env"
+log "$OUT/nvidia_peermem.ko: nvidia-peermem $nvver (persistent_api_support: $([ $pas = 1 ] && echo yes || echo no), page tables $ptabi)"

@@ -9,9 +9,13 @@
 # suite still runs the others and reports. In the guest, ANCHOR=1 makes the
 # scenarios skip checks of this project's own features (own_feature) and
 # expect the failures tests/anchor/anchor-expected lists, each the mark of
-# one of the anchor's known bugs.
+# one of the anchor's known bugs, shown by that bug's own signal. Before the
+# guests, tests/anchor/selftest.sh checks that machinery.
 #
-# Env: ANCHOR_GROUPS (default all, names below), GUEST_TIMEOUT per boot
+# Env: ANCHOR_GROUPS (default all, names below); ANCHOR_PERSISTENT_API_SUPPORT
+# (0 or 1; an anchor of 560 or later only: its value wherever a scenario
+# loads the module without naming one, default the module's own, 1);
+# ANCHOR_VERSION (tests/anchor/build.sh); GUEST_TIMEOUT per boot
 # (default 900), ANCHOR_DEADLOCK_MS (the GPU simulator's deadlock_ms, default
 # 1000: how long the mid core's deadlock of bug 2696789 takes to be called
 # one), STRESS_* as for the guest suite (STRESS_CONC_OPS default 30000 here:
@@ -21,9 +25,30 @@ cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=tests/summary.sh
 . tests/summary.sh
 OUT=build/anchor
-tests/anchor/build.sh || { echo "ANCHOR-SUMMARY 0 passed, 1 failed"; exit 1; }
+pass=0 fail=0
+t0=$SECONDS
+mkdir -p "$OUT"
+echo "=== anchor/selftest: tests/anchor/selftest.sh"
+tests/anchor/selftest.sh >"$OUT/selftest.log" 2>&1
+grep -E '^  FAIL' "$OUT/selftest.log" | sed 's/^/  /'
+if summary_add "$OUT/selftest.log" SELFTEST; then
+	echo "  anchor/selftest: $summary_pass passed, $summary_fail failed (log $OUT/selftest.log)"
+else
+	echo "  anchor/selftest: no summary, counted as 1 failure; see $OUT/selftest.log"
+fi
+tests/anchor/build.sh || { echo "ANCHOR-SUMMARY $pass passed, $((fail + 1)) failed"; exit 1; }
 # shellcheck source=/dev/null
 . "$OUT/anchor.env"
+# The anchor's layout where a scenario names none: 550 has one (this
+# module's persistent_api_support=0); 560 and later default to 1.
+pas=${ANCHOR_PERSISTENT_API_SUPPORT:-}
+if [ "$ANCHOR_PAS_PARAM" = 1 ]; then
+	case $pas in '' | 0 | 1) ;; *) echo "anchor: ANCHOR_PERSISTENT_API_SUPPORT must be 0 or 1"; exit 1 ;; esac
+	layout=${pas:-1}
+else
+	[ -z "$pas" ] || { echo "anchor: nvidia-peermem $ANCHOR_VERSION has no persistent_api_support"; exit 1; }
+	layout=0
+fi
 
 # name:scenario globs (space-separated)
 groups=(
@@ -33,16 +58,20 @@ groups=(
 	"faults:52-* 53-*"
 	"concurrent:55-*"
 )
+# The configurations with invalidation (persistent_api_support=0 named):
+# the anchor has no fallback client. Its default layout, where it has the
+# persistent nv_mem (560+, persistent_api_support=1), adds the persistent
+# ones; otherwise they would load the same revocable layout again.
 stress_configs=modern-revocable,mid-revocable,legacy-revocable
-pass=0 fail=0
-t0=$SECONDS
+[ "$layout" = 0 ] || stress_configs=modern-persistent,mid-persistent,legacy-persistent,$stress_configs
 for g in "${groups[@]}"; do
 	name=${g%%:*}
 	case " ${ANCHOR_GROUPS:-${groups[*]%%:*}} " in *" $name "*) ;; *) continue ;; esac
 	echo "=== anchor/$name: ${g#*:}"
 	t1=$SECONDS
 	GUEST_PEERMEM_KO=$OUT/nvidia_peermem.ko GUEST_EXPECTED_VERSION=$ANCHOR_VERSION \
-		GUEST_ENV="ANCHOR=1 GPU_DEADLOCK_MS=${ANCHOR_DEADLOCK_MS:-1000} STRESS_CONFIGS=${STRESS_CONFIGS:-$stress_configs} \
+		GUEST_ENV="ANCHOR=1 ANCHOR_PAS_PARAM=$ANCHOR_PAS_PARAM ${pas:+ANCHOR_PAS=$pas} GPU_PT_ABI=$ANCHOR_PT_ABI \
+GPU_DEADLOCK_MS=${ANCHOR_DEADLOCK_MS:-1000} STRESS_CONFIGS=${STRESS_CONFIGS:-$stress_configs} \
 STRESS_CONC_OPS=${STRESS_CONC_OPS:-30000} ${STRESS_RANDOM_OPS:+STRESS_RANDOM_OPS=$STRESS_RANDOM_OPS} ${STRESS_SEED:+STRESS_SEED=$STRESS_SEED}" \
 		GUEST_OUT=$OUT/$name GUEST_FILES=tests/anchor/anchor-expected GUEST_SCENARIOS="${g#*:}" \
 		GUEST_TIMEOUT=${GUEST_TIMEOUT:-900} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
@@ -54,6 +83,6 @@ STRESS_CONC_OPS=${STRESS_CONC_OPS:-30000} ${STRESS_RANDOM_OPS:+STRESS_RANDOM_OPS
 	fi
 	echo "  anchor/$name: $summary_pass passed, $summary_fail failed in $((SECONDS - t1)) s (log $OUT/$name.log)"
 done
-echo "anchor: nvidia-peermem $ANCHOR_VERSION (nvidia-open-kernel-source $ANCHOR_PKG_VERSION), $((SECONDS - t0)) s"
+echo "anchor: nvidia-peermem $ANCHOR_VERSION ($ANCHOR_ORIGIN), layout persistent_api_support=$layout$([ "$ANCHOR_PAS_PARAM" = 1 ] || echo ' (its only one)'), page tables $ANCHOR_PT_ABI, $((SECONDS - t0)) s"
 echo "ANCHOR-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

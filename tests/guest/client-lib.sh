@@ -16,15 +16,17 @@ load_stack() {
 		fi
 	done
 	mark_dmesg "$1"
-	# The anchor (ANCHOR=1) has no persistent_api_support: its one layout is
-	# this module's persistent_api_support=0 (revocable nv_mem, persistent
-	# nv_mem_nc).
-	lp=$4
-	[ "${ANCHOR:-0}" != 1 ] || lp=$(echo "$4" | sed 's/persistent_api_support=[^ ]*//g')
+	# The anchor's persistent_api_support: passed through when it has the
+	# parameter (560+), with the suite's choice where none is named
+	# (peermem_params).
+	lp=$(peermem_params "$4")
 	# GPU_DEADLOCK_MS (GUEST_ENV): the GPU simulator's deadlock_ms, how long a
 	# wait for its API lock may last (the anchor suite shortens it).
+	# GPU_PT_ABI: the page-table ABI of the anchor's nv-p2p.h, where the
+	# scenario names none.
 	gp=$3
 	[ -z "${GPU_DEADLOCK_MS:-}" ] || gp="$gp deadlock_ms=$GPU_DEADLOCK_MS"
+	case " $gp " in *" page_table_version="*) ;; *) gp="$gp${GPU_PT_ABI:+ page_table_version=$GPU_PT_ABI}" ;; esac
 	# shellcheck disable=SC2086 # parameters are words
 	if modprobe mofed_peer_sim $2 && modprobe nvidia $gp && modprobe nvidia_peermem $lp; then
 		pass "$1/load"

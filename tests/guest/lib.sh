@@ -14,22 +14,43 @@ report() {
 }
 
 # The anchor suite (tests/anchor/run.sh, ANCHOR=1) runs NVIDIA's own
-# nvidia-peermem as the module under test. /tests/anchor-expected lists the
-# checks it fails because of a bug of its own (tests/README.md, "The
-# anchor"): "CHECK-GLOB BUG MESSAGE-REGEX" per line. Such a check must fail,
-# with a message matching the regex: it then reports PASS (the bug shown as
-# expected); a pass, or another failure, reports FAIL.
-anchor_expected() { # NAME: prints "BUG REGEX" of the first line matching, if any
-	[ "${ANCHOR:-0}" = 1 ] && [ -r /tests/anchor-expected ] || return 1
-	while read -r ae_glob ae_bug ae_re; do
-		case $ae_glob in '#'* | '') continue ;; esac
+# nvidia-peermem as the module under test. /tests/anchor-expected
+# (ANCHOR_EXPECTED) lists the checks it fails because of a bug of its own
+# (tests/README.md, "The anchor"): "CHECK-GLOB BUG SIGNALS MESSAGE-REGEX" per
+# line, and "signal NAME REGEX" lines. Such a check must fail, with a message
+# matching the regex, and one of its SIGNALS ('|'-separated names) must show:
+# a kernel log line after the latest mark (the anchor's, the driver's, a
+# KASAN report) matching that signal's regex. It then reports PASS (the bug
+# shown as expected); a pass, another failure or a failure without the bug's
+# signal reports FAIL.
+ANCHOR_EXPECTED=${ANCHOR_EXPECTED:-/tests/anchor-expected}
+anchor_expected() { # NAME: prints "BUG SIGNALS REGEX" of the first line matching, if any
+	[ "${ANCHOR:-0}" = 1 ] && [ -r "$ANCHOR_EXPECTED" ] || return 1
+	while read -r ae_glob ae_bug ae_sig ae_re; do
+		case $ae_glob in '#'* | '' | signal) continue ;; esac
 		# shellcheck disable=SC2254 # the glob is the pattern
 		case $SCENARIO/$1 in $ae_glob)
-			echo "$ae_bug $ae_re"
+			echo "$ae_bug $ae_sig $ae_re"
 			return 0
 			;;
 		esac
-	done </tests/anchor-expected
+	done <"$ANCHOR_EXPECTED"
+	return 1
+}
+# anchor_signal SIGNALS: prints the first kernel log line since the latest
+# mark that shows one of SIGNALS; false when none does.
+anchor_signal() {
+	as_rest="$1|"
+	while [ -n "$as_rest" ]; do
+		as_name=${as_rest%%|*}
+		as_rest=${as_rest#*|}
+		as_re=$(awk -v n="$as_name" '$1 == "signal" && $2 == n { sub(/^signal[ \t]+[^ \t]+[ \t]+/, ""); print; exit }' "$ANCHOR_EXPECTED")
+		[ -n "$as_re" ] || continue
+		as_line=$(dmesg_since_mark | grep -E -- "$as_re" | head -n 1)
+		[ -n "$as_line" ] || continue
+		printf '%s: %s\n' "$as_name" "$(printf '%s' "$as_line" | sed 's/^\[[ 0-9.]*\] //' | cut -c1-160)"
+		return 0
+	done
 	return 1
 }
 pass() {
@@ -41,11 +62,15 @@ pass() {
 }
 fail() {
 	if ae=$(anchor_expected "$1"); then
-		if printf '%s\n' "$2" | grep -qE -- "${ae#* }"; then
-			report "NVPM-RESULT PASS $SCENARIO/$1 (anchor bug ${ae%% *}, failed as expected: $2)"
-			anchor_absorb
+		f_bug=${ae%% *} f_rest=${ae#* }
+		f_sig=${f_rest%% *} f_re=${f_rest#* }
+		if ! printf '%s\n' "$2" | grep -qE -- "$f_re"; then
+			report "NVPM-RESULT FAIL $SCENARIO/$1 anchor bug $f_bug expected ('$f_re'), got: $2"
+		elif ! f_shown=$(anchor_signal "$f_sig"); then
+			report "NVPM-RESULT FAIL $SCENARIO/$1 anchor bug $f_bug: failed as expected ($2), but no kernel log line since the mark shows its signal ($f_sig)"
 		else
-			report "NVPM-RESULT FAIL $SCENARIO/$1 anchor bug ${ae%% *} expected ('${ae#* }'), got: $2"
+			report "NVPM-RESULT PASS $SCENARIO/$1 (anchor bug $f_bug, failed as expected: $2; signal $f_shown)"
+			anchor_absorb
 		fi
 	else
 		report "NVPM-RESULT FAIL $SCENARIO/$1 $2"
@@ -69,6 +94,40 @@ anchor_absorb() {
 
 # skip NAME WHY: a check that does not apply (counted apart by run.sh).
 skip() { report "NVPM-RESULT SKIP $SCENARIO/$1 $2"; }
+
+# pas_param [NAME]: true when the module under test has
+# persistent_api_support: this project's, or an anchor of 560 or later
+# (ANCHOR_PAS_PARAM=1). Otherwise NAME, if given, is reported as skipped.
+pas_param() {
+	[ "${ANCHOR:-0}" != 1 ] || [ "${ANCHOR_PAS_PARAM:-0}" = 1 ] && return 0
+	[ -z "${1:-}" ] || skip "$1" "this anchor has no persistent_api_support (NVIDIA's came in 560)"
+	return 1
+}
+
+# peermem_params PARAMS: the parameters a scenario's PARAMS for
+# nvidia_peermem become for the module under test. The anchor without
+# persistent_api_support (550) has one layout, this module's
+# persistent_api_support=0: the parameter is dropped. With it (560+), where
+# PARAMS name none, the anchor suite's choice (ANCHOR_PAS) is added.
+peermem_params() {
+	if [ "${ANCHOR:-0}" != 1 ]; then
+		echo "$1"
+	elif ! pas_param ""; then
+		echo "$1" | sed 's/persistent_api_support=[^ ]*//g'
+	else
+		case " $1 " in
+		*" persistent_api_support="*) echo "$1" ;;
+		*) echo "$1${ANCHOR_PAS:+ persistent_api_support=$ANCHOR_PAS}" ;;
+		esac
+	fi
+}
+
+# peermem_pas PARAMS: the persistent_api_support the module under test runs
+# with when loaded with PARAMS (0: the anchor without the parameter).
+peermem_pas() {
+	pp_v=$(peermem_params "$1" | tr ' ' '\n' | sed -n 's/^persistent_api_support=//p' | tail -n1)
+	if [ -n "$pp_v" ]; then echo "$pp_v"; elif pas_param ""; then echo 1; else echo 0; fi
+}
 
 # own_feature: true when the module under test is this project's (not the
 # anchor). Checks of this module's own design or features (one pin per

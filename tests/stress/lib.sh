@@ -40,10 +40,15 @@ stress_load() {
 	case $cfg_params in *persistent_api_support=0*) sl_pas=0 ;; esac
 	sl_gpu=Y
 	[ -z "$cfg_gpu" ] || sl_gpu=N
-	# The anchor (ANCHOR=1) has neither the parameter nor the statistics;
-	# its module reference count is 0 without registrations.
+	# The anchor (ANCHOR=1) has no statistics, and the parameter only from
+	# 560 on (peermem_pas); its module reference count is 0 without
+	# registrations.
 	if [ "${ANCHOR:-0}" = 1 ]; then
-		sl_fresh() { [ "$(cat /sys/module/nvidia_peermem/refcnt)" = 0 ]; }
+		sl_pas=$(peermem_pas "$cfg_params")
+		sl_fresh() {
+			{ ! pas_param || [ "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)" = "$sl_pas" ]; } &&
+				[ "$(cat /sys/module/nvidia_peermem/refcnt)" = 0 ]
+		}
 	else
 		sl_fresh() {
 			[ "$(cat /sys/module/nvidia_peermem/parameters/persistent_api_support)" = $sl_pas ] &&

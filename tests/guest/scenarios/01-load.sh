@@ -1,7 +1,8 @@
 # The module loads by both names, shows its version and parameters, refuses
 # bad parameter values, and unloads cleanly. In the anchor suite (NVIDIA's
-# module) the checks of this module's own parameter, banner and log lines are
-# skipped (own_feature).
+# module) the checks of this module's banner and log lines are skipped
+# (own_feature), and those of persistent_api_support run where the anchor
+# has it (560 and later: pas_param).
 . /tests/lib.sh
 M=/sys/module/nvidia_peermem
 V=$(cat /tests/expected-version)
@@ -13,7 +14,7 @@ if own_feature banner; then
 	expect_dmesg banner-core "nvidia_peermem: version $V loaded: .*; peer-memory core mofed_peer_sim, _ex client layout"
 	expect_dmesg banner-p2p-abi "nvidia_peermem: version $V loaded: .*built for NVIDIA P2P page tables 2\.x"
 fi
-if own_feature persistent-param; then
+if pas_param persistent-param; then
 	expect_eq persistent-default 1 "$(cat $M/parameters/persistent_api_support 2>&1)"
 	expect_eq persistent-mode 444 "$(stat -c %a $M/parameters/persistent_api_support 2>&1)"
 fi
@@ -32,11 +33,10 @@ if own_feature unload-line; then expect_dmesg unload-line "nvidia_peermem: unloa
 expect_ok modprobe-underscore modprobe nvidia_peermem
 expect_ok rmmod-2 rmmod nvidia_peermem
 
-params="persistent_api_support=0 peerdirect_support=1"
-[ "${ANCHOR:-0}" != 1 ] || params="peerdirect_support=1"
+params=$(peermem_params "persistent_api_support=0 peerdirect_support=1")
 # shellcheck disable=SC2086 # parameters are words
 expect_ok modprobe-params modprobe nvidia_peermem $params
-if own_feature persistent-set; then expect_eq persistent-set 0 "$(cat $M/parameters/persistent_api_support 2>&1)"; fi
+if pas_param persistent-set; then expect_eq persistent-set 0 "$(cat $M/parameters/persistent_api_support 2>&1)"; fi
 expect_eq peerdirect-set 1 "$(cat $M/parameters/peerdirect_support 2>&1)"
 if own_feature banner-legacy-layout; then
 	expect_dmesg banner-legacy-layout "nvidia_peermem: version $V loaded: clients nv_mem and nv_mem_nc .*legacy client layout"
@@ -44,7 +44,7 @@ fi
 expect_ok rmmod-3 rmmod nvidia_peermem
 
 bads="peerdirect_support=abc peerdirect_support=7"
-if own_feature refused-persistent_api_support; then bads="persistent_api_support=2 persistent_api_support=-1 $bads"; fi
+if pas_param refused-persistent_api_support; then bads="persistent_api_support=2 persistent_api_support=-1 $bads"; fi
 for bad in $bads; do
 	expect_fail "refused-$bad" modprobe nvidia_peermem "$bad"
 	if loaded nvidia_peermem; then fail "not-loaded-$bad" "loaded anyway"; rmmod nvidia_peermem; else pass "not-loaded-$bad"; fi

@@ -1,11 +1,13 @@
 # NVIDIA's legacy layout (persistent_api_support=0): nv_mem revocable for
 # MRs that support invalidation, nv_mem_nc persistent for the rest; a
 # cudaFree reaches the core as an invalidation in every MOFED generation.
+# The anchor runs only against the page-table ABI of its own nv-p2p.h
+# (GPU_PT_ABI).
 . /tests/lib.sh
 . /tests/client-lib.sh
 
 for mode in modern mid legacy; do
-	for abi in 1.2 2.0; do
+	for abi in ${GPU_PT_ABI:-1.2 2.0}; do
 		t="$mode-$abi"
 		peerdirect=0
 		[ "$mode" = legacy ] && peerdirect=1

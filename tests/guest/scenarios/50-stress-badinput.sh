@@ -117,7 +117,7 @@ for layout in default legacy; do
 	nvpm-tool gpu set page_table_version 1.2
 	good_reg "$t/v1.2-table-junk-flags" "$a" 1M $flags
 	expect_eq "$t/v1.2-table-junk-flags/flags-not-read" "$n0" "$(dmesg | grep -c 'CPU-cacheable')"
-	nvpm-tool gpu set page_table_version 2.0
+	nvpm-tool gpu set page_table_version "${GPU_PT_ABI:-2.0}"
 
 	# A core that calls dma_unmap or put_pages a second time: refused
 	# (EINVAL for dma_unmap), counted, the pages are given back once. No

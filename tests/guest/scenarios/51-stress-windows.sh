@@ -27,9 +27,11 @@
 . /tests/client-lib.sh
 . /tests/stress-lib.sh
 
-# window T NAME: resets the counters and allocates $va (2 MiB, fragmented).
+# window T NAME: resets the counters, marks the kernel log (an anchor bug's
+# signal must show in its own window) and allocates $va (2 MiB, fragmented).
 window() {
 	w="$1/$2"
+	mark_dmesg "$w"
 	nvpm-tool gpu reset
 	nvpm-tool core reset
 	va=$(nvpm-tool gpu alloc 2M --layout fragmented)
