@@ -9,7 +9,9 @@
 # Usage: rust-mode.sh KDIR [auto|kernel|carried]   (default auto)
 #
 # auto: "kernel" where the kernel has CONFIG_RUST=y, its crates are present
-# (rust/libkernel.rmeta, scripts/target.json) and the rustc on PATH is the one
+# (rust/libkernel.rmeta, scripts/target.json) and new enough for this module
+# (the ffi crate, rust/libffi.rmeta, which Linux 6.13 added; Ubuntu 24.04's
+# 6.8 has Rust and older crates) and the rustc on PATH is the one
 # that built them (CONFIG_RUSTC_VERSION_TEXT), otherwise "carried". Forcing
 # "kernel" where that does not hold exits 1 with the reason.
 # Env: RUSTC (default rustc).
@@ -29,6 +31,8 @@ if ! grep -q '^CONFIG_RUST=y' "$config"; then
 	why="the kernel is built without Rust (CONFIG_RUST is not set)"
 elif [ ! -f "$kdir/rust/libkernel.rmeta" ] || [ ! -f "$kdir/scripts/target.json" ]; then
 	why="the kernel's compiled Rust crates are not in $kdir (rust/libkernel.rmeta, scripts/target.json)"
+elif [ ! -f "$kdir/rust/libffi.rmeta" ]; then
+	why="the kernel's Rust crates in $kdir are older than this module needs (no ffi crate, rust/libffi.rmeta: Linux 6.13 and later have it)"
 else
 	need=$(sed -n -e 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"$/\1/p' -e 't' -e 's/^CONFIG_RUSTC_VERSION_TEXT=\(.*\)$/\1/p' "$config")
 	have=$("$rustc" --version 2>/dev/null || true)

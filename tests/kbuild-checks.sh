@@ -36,6 +36,16 @@ check mode-bad-value 1 'NVPM_RUST=cargo: expected auto, kernel or carried' kbuil
 check mode-not-a-tree 1 'not a configured kernel tree' kbuild/rust-mode.sh "$tmp"
 # The Rust kernel's crates were built by the root's rustc, not by this one.
 check mode-other-rustc 0 "its crates were built by 'rustc 1\.85" env RUSTC=/bin/false kbuild/rust-mode.sh "$rust"
+# Crates older than this module needs (as Ubuntu 24.04's 6.8 has with Rust):
+# without the ffi crate auto takes carried mode, and kernel mode is refused.
+mkdir -p "$tmp/old/rust" "$tmp/old/scripts"
+for f in "$rust/include/config/auto.conf" "$rust/.config"; do
+	[ -r "$f" ] && { cp "$f" "$tmp/old/.config"; break; }
+done
+touch "$tmp/old/rust/libkernel.rmeta" "$tmp/old/scripts/target.json"
+check mode-old-crates 0 '^carried$' kbuild/rust-mode.sh "$tmp/old"
+check mode-old-crates-why 0 'older than this module needs \(no ffi crate' kbuild/rust-mode.sh "$tmp/old"
+check mode-old-crates-kernel-refused 1 'NVPM_RUST=kernel is not possible .*no ffi crate' kbuild/rust-mode.sh "$tmp/old" kernel
 
 # The pinned sources: a changed file is refused and the copy left as it was.
 cp -r build/carried-src "$tmp/src"

@@ -14,6 +14,9 @@ use crate::toolchain::{self, Found};
 /// The files whose presence lets `rust-mode.sh` take the kernel's own crates.
 pub(crate) const KERNEL_CRATES: [&str; 2] = ["rust/libkernel.rmeta", "scripts/target.json"];
 
+/// The crate this module needs that kernels before 6.13 lack (6.8's have Rust).
+pub(crate) const KERNEL_FFI_CRATE: &str = "rust/libffi.rmeta";
+
 /// `core`'s source below a rustc's sysroot (what `rust-toolchain.sh` tests).
 const RUST_SRC: &str = "lib/rustlib/src/rust/library/core/src/lib.rs";
 
@@ -24,6 +27,8 @@ pub(crate) enum Why {
     NoRust { no_rustc: bool },
     /// The kernel tree (`None`: the release is unknown) lacks its compiled crates.
     NoCrates(Option<String>),
+    /// The crates in the tree are older than this module needs (no ffi crate).
+    OldCrates(String),
     /// The crates were built by another rustc than the one on PATH.
     OtherRustc { built_by: String, on_path: String },
 }
@@ -43,6 +48,10 @@ impl Why {
             Why::NoCrates(Some(tree)) => format!(
                 "the kernel's compiled Rust crates are not in {tree} ({})",
                 KERNEL_CRATES.join(", ")
+            ),
+            Why::OldCrates(tree) => format!(
+                "the kernel's Rust crates in {tree} are older than this module needs (no ffi crate, \
+                 {KERNEL_FFI_CRATE}: Linux 6.13 and later have it)"
             ),
             Why::NoCrates(None) => {
                 "the kernel release is unknown, so are its compiled Rust crates".to_string()
@@ -147,6 +156,11 @@ pub(crate) fn read(
         })
     } else if !crates {
         Mode::Carried(Why::NoCrates(tree))
+    } else if let Some(t) = tree
+        .as_deref()
+        .filter(|t| !root.exists(&format!("{t}/{KERNEL_FFI_CRATE}")))
+    {
+        Mode::Carried(Why::OldCrates(t.to_string()))
     } else if on_path.unwrap_or("") != built_by {
         Mode::Carried(Why::OtherRustc {
             built_by: built_by.to_string(),

@@ -58,6 +58,7 @@ fixtures! {
     kernel_carried_ready => "kernel-carried-ready",
     kernel_carried_rustc_old => "kernel-carried-rustc-old",
     kernel_carried_unparsable => "kernel-carried-unparsable",
+    kernel_old_crates => "kernel-old-crates",
     kernel_config_unreadable => "kernel-config-unreadable",
     kernel_crc_refused => "kernel-crc-refused",
     kernel_mok_not_enrolled => "kernel-mok-not-enrolled",
