@@ -292,7 +292,7 @@ snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run 
 # build and OFED leave their Module.symvers (scripts/find-symvers.sh), or
 # given; never the stub's CRCs of 0. NVPM_SYSROOT roots the lookup in /tmp.
 # /tmp/mvk stands for a Rust kernel's headers with its crates (kernel mode).
-insh modversions-needs-symvers "mkdir -p /tmp/mvk/scripts /tmp/mvk/rust && touch /tmp/mvk/scripts/target.json /tmp/mvk/rust/libkernel.rmeta &&
+insh modversions-needs-symvers "mkdir -p /tmp/mvk/scripts /tmp/mvk/rust && touch /tmp/mvk/scripts/target.json /tmp/mvk/rust/libkernel.rmeta /tmp/mvk/rust/libffi.rmeta &&
 	printf 'CONFIG_MODVERSIONS=y\nCONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"%s\"\n' \"\$(rustc --version)\" >/tmp/mvk/.config
 	! out=\$(NVPM_SYSROOT=/tmp/mv-none make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'no Module.symvers found for:' && echo \"\$out\" | grep -q \"the NVIDIA driver's (nvidia_p2p_\\*)\" &&
