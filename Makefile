@@ -207,8 +207,8 @@ debug-kernel:
 
 # The module and simulators built against the debug kernel, then the guest tests booted on it
 # (the host-built tests/tool too, as check-guest needs it).
-check-debug: debug-kernel $(if $(KDIR),,tool vendor-headers)
-	@scripts/debug-kernel.sh run sh -c '$(IN_ROOT_MAKE) check-guest'
+check-debug: debug-kernel $(if $(KDIR),,tool vendor-headers) $(if $(filter carried,$(NVPM_RUST)),carried-src)
+	@scripts/debug-kernel.sh run sh -c '$(IN_ROOT_MAKE) NVPM_RUST=$(NVPM_RUST) check-guest'
 
 # make check's "debug" suite: the load test and the stress suite (01, 02, 51-55) on
 # the debug kernel, built first if not cached, at a scale that fits CI
