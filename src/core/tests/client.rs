@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use peermem_core::client::{
-    self, BuildError, Env, Invalidator, MapError, Note, NotReady, Registration,
+    self, BuildError, Env, Invalidator, MapError, NotReady, Note, Registration,
 };
 use peermem_core::protocol::{self, Driver, PinKind, PinLock, PinState, Threads, Unpinned};
 use peermem_core::state::{Phase, Refusal};
@@ -146,7 +146,15 @@ fn bound_pin(free_at: FreeAt) -> &'static Pin {
 }
 
 fn map(pin: &Pin) -> Result<(), MapError<i32, i32>> {
-    client::dma_map(pin, &(), |_| Ok(()), &mut (), |_, _| Ok(3), |_| Ok(()), |_| {})
+    client::dma_map(
+        pin,
+        &(),
+        |_| Ok(()),
+        &mut (),
+        |_, _| Ok(3),
+        |_| Ok(()),
+        |_| {},
+    )
 }
 
 /// A map whose first build needs memory set aside without the lock;
