@@ -196,16 +196,31 @@ mod live {
     /// `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD`.
     const HANDLE_TYPE_DMA_BUF_FD: c_int = 1;
 
+    // Each type below is the C prototype (cuda.h) of the symbols `sym` is
+    // asked for with it, which `sym`'s contract requires; every call's own
+    // SAFETY comment says why its arguments are valid.
+    /// # Safety: `CUresult cuInit(unsigned int Flags)`.
     type Init = unsafe extern "C" fn(c_uint) -> c_int;
+    /// # Safety: `cuDriverGetVersion(int *)`, `cuDeviceGetCount(int *)`.
     type IntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
+    /// # Safety: `cuDeviceGet(CUdevice *device, int ordinal)`.
     type DeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+    /// # Safety: `cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)`.
     type Attribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+    /// # Safety: `cuDeviceGetPCIBusId` and `cuDeviceGetName(char *, int len, CUdevice dev)`.
     type Text = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+    /// # Safety: `cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)`.
     type CtxRetain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
+    /// # Safety: `cuCtxSetCurrent(CUcontext ctx)`.
     type CtxSet = unsafe extern "C" fn(*mut c_void) -> c_int;
+    /// # Safety: `cuDevicePrimaryCtxRelease_v2(CUdevice dev)`.
     type CtxRelease = unsafe extern "C" fn(c_int) -> c_int;
+    /// # Safety: `cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)`.
     type MemAlloc = unsafe extern "C" fn(*mut u64, usize) -> c_int;
+    /// # Safety: `cuMemFree_v2(CUdeviceptr dptr)`.
     type MemFree = unsafe extern "C" fn(u64) -> c_int;
+    /// # Safety: `cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+    /// CUmemRangeHandleType handleType, unsigned long long flags)`.
     type Handle = unsafe extern "C" fn(*mut c_void, u64, usize, c_int, u64) -> c_int;
 
     /// The symbol `name` of `lib` as a function of type `F`.
