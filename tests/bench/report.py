@@ -262,8 +262,7 @@ def judge(rows):
     out = []
     for cost in sorted({r["cost_us"] for r in rows}):
         rs = [r for r in rows if r["cost_us"] == cost and r["row"] in OURS and r["stack"] == "ours"]
-        carried = [r for r in rows if r["cost_us"] == cost and r["stack"] == "carried"
-                   and r["row"] in OURS]
+        carried = carried_rows(rows, cost)
         if carried:
             miss = [r for r in carried if r["ratio_vs_kernel_mode"] is None
                     or r["ratio_vs_kernel_mode"] > CARRIED_TARGET]
@@ -391,10 +390,14 @@ def print_tables(env, rows, verdicts, ctx_bytes, ctx_src, sg_size, icount):
         print()
 
 
+def carried_rows(rows, cost):
+    """This module's client rows in carried mode at one cost setting."""
+    return [r for r in rows if r["cost_us"] == cost and r["stack"] == "carried" and r["row"] in OURS]
+
+
 def print_carried(rows, cost):
     """This module in carried mode against itself in kernel mode, per cell."""
-    carried = [r for r in rows if r["cost_us"] == cost and r["stack"] == "carried"
-               and r["row"] in OURS]
+    carried = carried_rows(rows, cost)
     if not carried:
         return
     print()

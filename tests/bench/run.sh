@@ -49,7 +49,7 @@ fi
 rm -f "$OUT/carried.ko"
 if [ "${BENCH_CARRIED:-1}" != 0 ]; then
 	kmake() { make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" "$@" module; }
-	own=$(sed -n 's/^nvidia_peermem: Rust support: \([a-z]*\).*/\1/p' <<<"$(kmake 2>&1)")
+	own=$(kbuild/rust-mode.sh "$KDIR" 2>/dev/null)
 	own_size=$(stat -c %s nvidia_peermem.ko)
 	if [ "$own" = carried ]; then
 		echo "bench: no carried rows: this kernel builds the module in carried mode already"
