@@ -23,7 +23,7 @@ KABI=${KREL%-amd64}
 # The second kernel for the "new kernel" test: another flavour of the same upload.
 KREL2=$KABI-cloud-amd64
 PKGROOT_PACKAGES="build-essential dkms dh-dkms debhelper dpkg-dev fakeroot lintian rpm rpmlint shellcheck systemd \
-make gcc-14 gcc bc bison flex libssl-dev libelf-dev dwarves python3 kmod cpio xz-utils zstd file \
+make gcc-14 gcc-12 gcc bc bison flex libssl-dev libelf-dev dwarves python3 kmod cpio xz-utils zstd file \
 rustc rust-src bindgen libclang1-19 libclang-19-dev cargo clang-19 lld-19 llvm-19"
 REV=1 # bump when this script changes what it builds
 key=$(printf '%s|%s|%s|%s' "$REV" "$KPKGVER" "$KREL2" "$PKGROOT_PACKAGES" | sha256sum | cut -c1-10)

@@ -524,45 +524,86 @@ if inlog kernel-remove "dkms remove nvidia-peer-memory/$V -k $KREL2 && apt-get p
 	ok kernel-remove; else bad kernel-remove "see $LOGS/kernel-remove.log"; fi
 check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KREL2 && test ! -e /var/cache/nvidia-peer-memory/rust-headers/$KREL2/installed"
 
-# --- a kernel without Rust ----------------------------------------------------------------------
-# Debian 13's default kernel (6.12, built without Rust): its headers packages
-# as the kernels suite fetched them (scripts/provision-carried.sh). Their
-# postinst hook runs DKMS, whose build carries the kernel's Rust support.
-# (--force-depends: the image they name is not needed for a build.)
-KENV_NORUST=$NVPM_CACHE/kernel-6.12.env
-if [ -r "$KENV_NORUST" ]; then
-	# shellcheck source=/dev/null disable=SC2153 # KREL, CHROOT, KROOT: the file's
-	KREL_NORUST=$(. "$KENV_NORUST" && echo "$KREL") debs_norust=$(. "$KENV_NORUST" && echo "$CHROOT$KROOT/debs")
-	step "a kernel without Rust: dpkg -i linux-headers-$KREL_NORUST -> DKMS builds in carried mode (3-5 minutes)"
+# --- kernels without Rust -------------------------------------------------------------------------
+# Debian 13's and Debian 12's default kernels (6.12, 6.1), built without
+# Rust: their headers packages, as the kernels suite fetched them
+# (scripts/provision-carried.sh), installed as on a host; their postinst hook
+# runs DKMS, whose build carries the kernel's Rust support. The kernels have
+# MODVERSIONS: the simulators built for each stand in for the driver's DKMS
+# build and OFED's sources, so the DKMS-built module loads beside them. Then
+# Debian's image of that kernel boots it with Debian's ib_core: the load
+# test, the client scenarios (01, 40-45), one window mode of 51 and one
+# configuration of 55; and the .ko is read as the kernel's .config asks
+# (tests/kocheck). (--force-depends: the image the headers name is not
+# needed for a build.)
+CARRIED_GUEST_ENV="STRESS_WINDOW_MODES=modern STRESS_CONFIGS=modern-revocable STRESS_CONC_OPS=20000"
+# In the trixie root, for the kernel of kernel-SERIES.env (its own namespace).
+kroot() { env -u NVPM_IN_NS NVPM_KERNEL_ENV="kernel-$1.env" scripts/in-chroot.sh "${@:2}"; }
+carried_dkms() {
+	local series=$1 kenv=$NVPM_CACHE/kernel-$1.env nrel debs kconfig n=dkms-$1 mlog ko=$REPO/build/dkms-$1
+	local drv=$ROOT/var/lib/dkms/nvidia/580.95.05/build ofa
+	if ! KSERIES=$series scripts/provision-carried.sh "$series" >"$LOGS/$n-provision.log" 2>&1; then
+		bad "$n-provision" "$(tail -n 15 "$LOGS/$n-provision.log")"
+		return
+	fi
+	# shellcheck source=/dev/null disable=SC2153 # KREL, CHROOT, KROOT, KDIR_HOST: the file's
+	read -r nrel debs kconfig <<<"$(. "$kenv" && echo "$KREL $CHROOT$KROOT/debs $KDIR_HOST/.config")"
+	step "Debian's $nrel (no Rust): the simulators for it, then dpkg -i linux-headers-$nrel -> DKMS builds in carried mode (3-5 minutes)"
+	if kroot "$series" sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' >"$LOGS/$n-sims.log" 2>&1; then
+		ok "$n-sims"
+	else
+		bad "$n-sims" "$(tail -n 15 "$LOGS/$n-sims.log")"
+		return
+	fi
+	ofa=$ROOT/usr/src/ofa_kernel/x86_64/$nrel
+	mkdir -p "$drv" "$ofa"
+	awk '$2 ~ /^nvidia_p2p_/' tests/sim/Module.symvers >"$drv/Module.symvers"
+	echo "DKMS (dkms-3.2.2) make.log for nvidia/580.95.05 for kernel $nrel (x86_64)" >"$drv/make.log"
+	awk '$2 ~ /_peer_memory_client$/' tests/sim/Module.symvers >"$ofa/Module.symvers"
 	rm -rf "$ROOT/tmp/norust-debs" && mkdir -p "$ROOT/tmp/norust-debs"
-	cp "$debs_norust"/linux-headers-*.deb "$debs_norust"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
-	# The kernel has MODVERSIONS: the build needs the driver's and OFED's
-	# tables, which a real host has where their packages leave them. Stand-ins
-	# there, with CRCs that are not 0 (no module is loaded here, so their
-	# values need not be the real ones); gone again after the step.
-	scripts/abi-symvers.sh src/ffi | awk -v OFS='\t' -F '\t' '{ $1 = "0x5ca1ab1e" } 1' >"$RUN/norust.symvers"
-	mkdir -p "$ROOT/usr/src/nvidia-580.95.05" "$ROOT/usr/src/ofa_kernel/default"
-	grep 'nvidia_p2p_' "$RUN/norust.symvers" >"$ROOT/usr/src/nvidia-580.95.05/Module.symvers"
-	grep '_peer_memory_client' "$RUN/norust.symvers" >"$ROOT/usr/src/ofa_kernel/default/Module.symvers"
-	if inlog_progress kernel-norust "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok kernel-norust-install; else
-		bad kernel-norust-install "$(tail -n 15 "$LOGS/kernel-norust.log")"; fi
-	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$KREL_NORUST/x86_64/log/make.log" "$LOGS/dkms-make-$KREL_NORUST.log" 2>/dev/null
-	insh kernel-norust-built "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $KREL_NORUST, x86_64: installed' &&
-		modinfo -F vermagic /lib/modules/$KREL_NORUST/updates/dkms/nvidia_peermem.ko* | grep -q '^$KREL_NORUST '"
-	check kernel-norust-reason grep -q "kernel $KREL_NORUST is built without Rust support" "$LOGS/dkms-make-$KREL_NORUST.log"
-	check kernel-norust-carried grep -q '^nvidia_peermem: Rust support: carried' "$LOGS/dkms-make-$KREL_NORUST.log"
-	insh kernel-norust-dkms-ready "/usr/lib/nvidia-peer-memory/dkms-ready $KREL_NORUST | grep -qx '$KREL_NORUST: carried mode (the pinned Rust crates built into the module)'"
-	insh kernel-norust-first-kept "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed'"
+	cp "$debs"/linux-headers-*.deb "$debs"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
+	if inlog_progress "$n" "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok "$n-install"; else
+		bad "$n-install" "$(tail -n 15 "$LOGS/$n.log")"; fi
+	mlog=$LOGS/dkms-make-$nrel.log
+	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$nrel/x86_64/log/make.log" "$mlog" 2>/dev/null
+	insh "$n-built" "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $nrel, x86_64: installed' &&
+		modinfo -F vermagic /lib/modules/$nrel/updates/dkms/nvidia_peermem.ko* | grep -q '^$nrel '"
+	check "$n-reason" grep -q "kernel $nrel is built without Rust support" "$mlog"
+	check "$n-carried" grep -q '^nvidia_peermem: Rust support: carried' "$mlog"
+	check "$n-crcs-found" grep -qF "CONFIG_MODVERSIONS=y: CRCs from /var/lib/dkms/nvidia/580.95.05/build/Module.symvers /usr/src/ofa_kernel/x86_64/$nrel/Module.symvers" "$mlog"
+	insh "$n-dkms-ready" "/usr/lib/nvidia-peer-memory/dkms-ready $nrel | grep -qx '$nrel: carried mode (the pinned Rust crates built into the module)'"
+	insh "$n-first-kept" "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed'"
+	rm -rf "$ko" && mkdir -p "$ko"
+	if inr sh -c "f=\$(ls /lib/modules/$nrel/updates/dkms/nvidia_peermem.ko*) && case \$f in *.xz) xz -dc \$f ;; *.zst) zstd -dcq \$f ;; *) cat \$f ;; esac" \
+		>"$ko/nvidia_peermem.ko"; then
+		# The kernel's static rules (objtool, IBT, thunks, padding) on the DKMS-built .ko.
+		python3 tests/kocheck/check-ko.py --name "packaging/$n/kocheck" "$kconfig" "$ko/nvidia_peermem.ko" >"$LOGS/$n-kocheck.log" 2>&1
+		sed 's/^/  /' "$LOGS/$n-kocheck.log"
+		pass=$((pass + $(grep -c '^PASS' "$LOGS/$n-kocheck.log"))) fail=$((fail + $(grep -c '^FAIL' "$LOGS/$n-kocheck.log")))
+		step "Debian's $nrel boots the DKMS-built module (01, 40-45, 51, 55)"
+		GUEST_PEERMEM_KO=build/dkms-$series/nvidia_peermem.ko GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+			GUEST_SCENARIOS='01-* 4[0-5]-* 51-* 55-*' GUEST_ENV=$CARRIED_GUEST_ENV GUEST_OUT=build/guest-dkms-$series \
+			kroot "$series" tests/guest/run.sh >"$LOGS/$n-guest.log" 2>&1
+		grep -E '^  (FAIL|SKIP) ' "$LOGS/$n-guest.log" | sed 's/^/  guest:/'
+		if summary_add "$LOGS/$n-guest.log" GUEST; then
+			echo "  guest on $nrel: $summary_pass passed, $summary_fail failed (log $LOGS/$n-guest.log)"
+		else
+			echo "  FAIL packaging/$n-guest: no guest summary, see $LOGS/$n-guest.log"
+		fi
+	else
+		bad "$n-ko" "no nvidia_peermem.ko for $nrel in /lib/modules/$nrel/updates/dkms"
+	fi
 	# Gone again; the module index depmod wrote goes with it, as the image's removal would take it.
-	if inlog kernel-norust-remove "dkms remove nvidia-peer-memory/$V -k $KREL_NORUST &&
+	if inlog "$n-remove" "dkms remove nvidia-peer-memory/$V -k $nrel &&
 		dpkg --purge \$(for d in /tmp/norust-debs/*.deb; do dpkg-deb -f \$d Package; done) &&
-		rm -rf /lib/modules/$KREL_NORUST /tmp/norust-debs /usr/src/nvidia-580.95.05 /usr/src/ofa_kernel"; then
-		ok kernel-norust-remove; else bad kernel-norust-remove "see $LOGS/kernel-norust-remove.log"; fi
-elif [ -n "${NVPM_PKGTEST_CARRIED:-}" ]; then
-	bad kernel-norust "no $KENV_NORUST: the kernels suite provisions Debian 13's 6.12 first (make check runs it before this suite)"
-else
-	echo "  SKIP packaging/kernel-norust-*: Debian 13's 6.12 headers are not provisioned (scripts/provision-carried.sh 6.12; make check does it first)"
-fi
+		rm -rf /lib/modules/$nrel /tmp/norust-debs /var/lib/dkms/nvidia /usr/src/ofa_kernel"; then
+		ok "$n-remove"; else bad "$n-remove" "see $LOGS/$n-remove.log"; fi
+}
+# make check sets NVPM_PKGTEST_CARRIED=1; otherwise the kernels provisioned already.
+for series in ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
+	if [ -n "${NVPM_PKGTEST_CARRIED:-}" ] || [ -r "$NVPM_CACHE/kernel-$series.env" ]; then carried_dkms "$series"; else
+		echo "  SKIP packaging/dkms-$series-*: Debian's $series is not provisioned (scripts/provision-carried.sh $series, or NVPM_PKGTEST_CARRIED=1)"; fi
+done
 
 # --- NVIDIA driver and OFED upgrades ---------------------------------------------------------------
 step "NVIDIA driver and OFED upgrades: fake packages, the dpkg trigger rebuilds"
