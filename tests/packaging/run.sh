@@ -532,10 +532,10 @@ check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KR
 # MODVERSIONS: the simulators built for each stand in for the driver's DKMS
 # build and OFED's sources, so the DKMS-built module loads beside them. Then
 # Debian's image of that kernel boots it with Debian's ib_core: the load
-# test, the client scenarios (01, 40-45), one window mode of 51 and one
-# configuration of 55; and the .ko is read as the kernel's .config asks
-# (tests/kocheck). (--force-depends: the image the headers name is not
-# needed for a build.)
+# test, 02 (symbol versions), the client scenarios (40-45), one window mode
+# of 51 and one configuration of 55; and the .ko is read as the kernel's
+# .config asks (tests/kocheck). (--force-depends: the image the headers
+# name is not needed for a build.)
 CARRIED_GUEST_ENV="STRESS_WINDOW_MODES=modern STRESS_CONFIGS=modern-revocable STRESS_CONC_OPS=20000"
 # In the trixie root, for the kernel of kernel-SERIES.env (its own namespace).
 kroot() { env -u NVPM_IN_NS NVPM_KERNEL_ENV="kernel-$1.env" scripts/in-chroot.sh "${@:2}"; }
@@ -563,9 +563,11 @@ carried_dkms() {
 	rm -rf "$ROOT/tmp/norust-debs" && mkdir -p "$ROOT/tmp/norust-debs"
 	cp "$debs"/linux-headers-*.deb "$debs"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
 	if inlog_progress "$n" "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok "$n-install"; else
-		bad "$n-install" "$(tail -n 15 "$LOGS/$n.log")"; fi
+		bad "$n-install" "$(grep -E 'error|Error' "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/build/make.log" 2>/dev/null | head -n 15)"; fi
+	# A failed build leaves its log in DKMS's build tree only.
 	mlog=$LOGS/dkms-make-$nrel.log
-	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$nrel/x86_64/log/make.log" "$mlog" 2>/dev/null
+	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$nrel/x86_64/log/make.log" "$mlog" 2>/dev/null ||
+		cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/build/make.log" "$mlog" 2>/dev/null
 	insh "$n-built" "dkms status -m nvidia-peer-memory | tee /dev/stderr | grep -q '^nvidia-peer-memory/$V, $nrel, x86_64: installed' &&
 		modinfo -F vermagic /lib/modules/$nrel/updates/dkms/nvidia_peermem.ko* | grep -q '^$nrel '"
 	check "$n-reason" grep -q "kernel $nrel is built without Rust support" "$mlog"
@@ -580,9 +582,9 @@ carried_dkms() {
 		python3 tests/kocheck/check-ko.py --name "packaging/$n/kocheck" "$kconfig" "$ko/nvidia_peermem.ko" >"$LOGS/$n-kocheck.log" 2>&1
 		sed 's/^/  /' "$LOGS/$n-kocheck.log"
 		pass=$((pass + $(grep -c '^PASS' "$LOGS/$n-kocheck.log"))) fail=$((fail + $(grep -c '^FAIL' "$LOGS/$n-kocheck.log")))
-		step "Debian's $nrel boots the DKMS-built module (01, 40-45, 51, 55)"
+		step "Debian's $nrel boots the DKMS-built module (01, 02, 40-45, 51, 55)"
 		GUEST_PEERMEM_KO=build/dkms-$series/nvidia_peermem.ko GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
-			GUEST_SCENARIOS='01-* 4[0-5]-* 51-* 55-*' GUEST_ENV=$CARRIED_GUEST_ENV GUEST_OUT=build/guest-dkms-$series \
+			GUEST_SCENARIOS='0[12]-* 4[0-5]-* 51-* 55-*' GUEST_ENV=$CARRIED_GUEST_ENV GUEST_OUT=build/guest-dkms-$series \
 			kroot "$series" tests/guest/run.sh >"$LOGS/$n-guest.log" 2>&1
 		grep -E '^  (FAIL|SKIP) ' "$LOGS/$n-guest.log" | sed 's/^/  guest:/'
 		if summary_add "$LOGS/$n-guest.log" GUEST; then
