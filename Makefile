@@ -17,7 +17,12 @@ KMAKE_FLAGS ?=
 
 # Vendor ABI headers, used when present; otherwise src/ffi/ has the project's own.
 OFA_ARCH := $(shell uname -m)
-KREL ?= $(if $(KDIR),$(shell $(MAKE) -s -C $(KDIR) $(KMAKE_FLAGS) kernelrelease 2>/dev/null))
+# The kernel's release: DKMS names it; else the tree's utsrelease.h, which
+# `make kernelrelease` disagrees with in Debian 12's headers (6.1.192 for
+# 6.1.0-56-amd64).
+KREL ?= $(or $(KERNELRELEASE),$(if $(KDIR),$(or \
+	$(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"$$/\1/p' $(KDIR)/include/generated/utsrelease.h 2>/dev/null), \
+	$(shell $(MAKE) -s -C $(KDIR) $(KMAKE_FLAGS) kernelrelease 2>/dev/null))))
 # The newest NVIDIA driver source's nv-p2p.h.
 NV_P2P_H ?= $(shell ls -d /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h 2>/dev/null | sort -V | tail -n 1)
 # MOFED's peer_mem.h, if it has the _ex client (5.4-3+, DOCA-OFED): older
