@@ -79,6 +79,14 @@ check toolchain-no-rustc 1 'needs: rustc>=1\.85\.0' \
 check toolchain-no-os-release 1 'on this system install: rustc >= 1\.85\.0 with its rust-src, bindgen >= 0\.71\.1, libclang' \
 	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/none" kbuild/rust-toolchain.sh
 
+# The kernel's release: DKMS's KERNELRELEASE, else the tree's utsrelease.h,
+# which Debian 12's headers disagree with `make kernelrelease` about.
+mkdir -p "$tmp/rel/include/generated"
+printf '#define UTS_RELEASE "6.1.0-99-amd64"\n' >"$tmp/rel/include/generated/utsrelease.h"
+printf 'kernelrelease:\n\t@echo 6.1.199\n' >"$tmp/rel/Makefile"
+check release-utsrelease 0 ' /lib/modules/6\.1\.0-99-amd64/extra/' make -n --no-print-directory KDIR="$tmp/rel" install
+check release-dkms 0 ' /lib/modules/9\.9-dkms/extra/' make -n --no-print-directory KDIR="$tmp/rel" KERNELRELEASE=9.9-dkms install
+
 # The build itself refuses without the pinned sources, before any compiling.
 check build-no-carried-src 2 'carried mode needs the pinned Rust sources in /nonexistent' \
 	make --no-print-directory KDIR="$norust" NVPM_CARRIED_SRC=/nonexistent module
