@@ -33,7 +33,11 @@ for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done # merged /usr, a
 # busybox and the real kmod (with the libraries it links).
 cp /bin/busybox "$ROOT/usr/bin/busybox"
 cp /usr/bin/kmod "$ROOT/usr/bin/kmod"
-for lib in $(ldd /usr/bin/kmod | awk '/=>/ {print $3} /ld-linux/ {print $1}'); do
+# kmod 33 on opens its decompressors with dlopen (ldd does not list them):
+# without them it reads no .ko.xz or .ko.zst (Debian's modules), and
+# --dump-modversions finds no __versions in a compressed ib_core.
+for lib in $(ldd /usr/bin/kmod | awk '/=>/ {print $3} /ld-linux/ {print $1}') \
+	$(libdir=$(ldd /usr/bin/kmod | awk '/libc\.so/ {print $3}') && cd "$(dirname "$libdir")" && ls "$PWD"/liblzma.so.5 "$PWD"/libzstd.so.1 2>/dev/null); do
 	# under its soname (cp -L), in the directory it really lives in (merged /usr)
 	dir=$(dirname "$(readlink -f "$lib")") && mkdir -p "$ROOT$dir" && cp -L "$lib" "$ROOT$dir/$(basename "$lib")"
 done
