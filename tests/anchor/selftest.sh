@@ -110,29 +110,29 @@ printf '%s\n%s\n' "$mark43" '[   53.4] BUG: KASAN: slab-use-after-free in gsim_m
 printf '%s\n%s\n' "$kasan" "$mark43" >"$T/log-kasan-before-mark"
 printf '%s\n' "$mark43" >"$T/log-kasan-none"
 echo Y >"$T/free_revoked"
-stale() { SCENARIO=43-client-invalidation-race verdict "$E" "$1" expect_no_stale_read modern/free-before-dma_map/no-stale-read; }
-check kasan-report-shown '^NVPM-RESULT PASS 43-client-invalidation-race/modern/free-before-dma_map/no-stale-read \(anchor bug freed-table, failed as expected: KASAN: slab-use-after-free in nv_dma_map\+.*; signal stale-table-read: BUG: KASAN: ' \
+stale() { SCENARIO=43-client-invalidation-race verdict "$E" "$1" expect_no_kasan modern/free-before-dma_map/no-kasan-report; }
+check kasan-report-shown '^NVPM-RESULT PASS 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report \(anchor bug freed-table, failed as expected: KASAN: slab-use-after-free in nv_dma_map\+.*; signal stale-table-read: BUG: KASAN: ' \
 	"$(stale "$T/log-kasan")"
 check kasan-report-listed-to-run-sh "^NVPM-KASAN-EXPECTED \\[   53\\.350467\\] BUG: KASAN: slab-use-after-free in nv_dma_map\\+0x1d5/0x6a0 \\[nvidia_peermem\\]\$" \
 	"$(grep '^NVPM-KASAN' "$T/results")"
-check kasan-report-absent-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-stale-read anchor bug freed-table expected here, but the check passed$' \
+check kasan-report-absent-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table expected here, but the check passed$' \
 	"$(stale "$T/log-kasan-none")"
-check kasan-report-before-mark-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-stale-read anchor bug freed-table expected here, but the check passed$' \
+check kasan-report-before-mark-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table expected here, but the check passed$' \
 	"$(stale "$T/log-kasan-before-mark")"
-check kasan-report-elsewhere-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-stale-read anchor bug freed-table expected .*got: KASAN: slab-use-after-free in gsim_map_read_table' \
+check kasan-report-elsewhere-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table expected .*got: KASAN: slab-use-after-free in gsim_map_read_table' \
 	"$(stale "$T/log-kasan-other")"
 check kasan-report-other-unlisted "^\$" "$(grep '^NVPM-KASAN' "$T/results")"
-check kasan-message-without-report-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-stale-read anchor bug freed-table: failed as expected .*shows its signal \(stale-table-read\)$' \
-	"$(SCENARIO=43-client-invalidation-race verdict "$E" "$T/log-kasan-none" fail modern/free-before-dma_map/no-stale-read "${kasan#* BUG: }")"
+check kasan-message-without-report-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table: failed as expected .*shows its signal \(stale-table-read\)$' \
+	"$(SCENARIO=43-client-invalidation-race verdict "$E" "$T/log-kasan-none" fail modern/free-before-dma_map/no-kasan-report "${kasan#* BUG: }")"
 echo N >"$T/free_revoked"
 check no-check-without-free-revoked '^$' "$(stale "$T/log-kasan")"
-check kasan-report-elsewhere-in-43-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-put_pages/no-stale-read KASAN: slab-use-after-free in nv_dma_map' \
-	"$(echo Y >"$T/free_revoked"; SCENARIO=43-client-invalidation-race verdict "$E" "$T/log-kasan" expect_no_stale_read modern/free-before-put_pages/no-stale-read)"
+check kasan-report-elsewhere-in-43-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-put_pages/no-kasan-report KASAN: slab-use-after-free in nv_dma_map' \
+	"$(echo Y >"$T/free_revoked"; SCENARIO=43-client-invalidation-race verdict "$E" "$T/log-kasan" expect_no_kasan modern/free-before-put_pages/no-kasan-report)"
 
 # tests/guest/log-scan.sh: a KASAN report counts unless the guest listed its
 # first line on the results port; console copies of result lines do not
 # count unless a kernel message cut into them.
-res='NVPM-RESULT PASS 43-x/no-stale-read (anchor bug freed-table, failed as expected: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem]; signal stale-table-read: BUG: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem])'
+res='NVPM-RESULT PASS 43-x/no-kasan-report (anchor bug freed-table, failed as expected: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem]; signal stale-table-read: BUG: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem])'
 other='[   60.1] BUG: KASAN: slab-use-after-free in nv_dma_unmap+0x10/0x80 [nvidia_peermem]'
 printf '%s\n' "$res" "NVPM-KASAN-EXPECTED $kasan" "NVPM-KASAN-EXPECTED [   61.0] WARNING: CPU: 0 PID: 1 at x" >"$T/scan-results"
 scan() { printf '%s\n' "$@" >"$T/scan-log"; tests/guest/log-scan.sh "$T/scan-log" "$T/scan-results" 2>&1; }

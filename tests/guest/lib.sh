@@ -201,11 +201,11 @@ expect_counter() {
 	expect_eq "$1" "$4" "$(nvpm-tool "$2" counter "$3" 2>&1)"
 }
 
-# expect_no_stale_read NAME: no KASAN report since the latest mark. Only
-# where the GPU simulator frees the tables the driver frees for real
-# (free_revoked, on by default on a KASAN kernel): a client's read of one is
-# then such a report, naming the reader. Elsewhere no check (none could fail).
-expect_no_stale_read() {
+# expect_no_kasan NAME: no KASAN report since the latest mark. Only where
+# the GPU simulator frees the tables the driver frees for real
+# (free_revoked: on by default on a KASAN kernel), where a client's read of
+# one is such a report naming the reader. Elsewhere no check (none could fail).
+expect_no_kasan() {
 	[ "$(nvpm-tool gpu get free_revoked 2>/dev/null)" = Y ] || return 0
 	ns_line=$(dmesg_since_mark | grep -F 'BUG: KASAN: ' | head -n 1 | sed 's/^\[[ 0-9.]*\] //')
 	if [ -z "$ns_line" ]; then pass "$1"; else fail "$1" "${ns_line#BUG: }"; fi
