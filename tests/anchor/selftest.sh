@@ -70,6 +70,7 @@ signal sig-c	KASAN: use-after-free
 99-selftest/a/*	bug-a	sig-a	^expected '0', got '1'$
 99-selftest/bc	bug-bc	sig-b|sig-c	^expected '0', got '[0-9]+'$
 99-selftest/undefined	bug-u	sig-nowhere	^expected '0', got '1'$
+99-selftest/race	bug-r?	sig-a	^expected '0', got '1'$
 EOF
 mark='[  1.0] NVPM-MARK 99-selftest load'
 printf '%s\n%s\n' "$mark" '[  1.1] the anchor: bug A here' >"$T/log-a"
@@ -93,6 +94,12 @@ check other-message-is-a-failure "^NVPM-RESULT FAIL 99-selftest/a/x anchor bug b
 	"$(verdict "$T/expected" "$T/log-a" expect_eq a/x 0 2)"
 check expected-check-passing-is-a-failure '^NVPM-RESULT FAIL 99-selftest/a/x anchor bug bug-a expected here, but the check passed$' \
 	"$(verdict "$T/expected" "$T/log-a" expect_eq a/x 0 0)"
+check race-lost-passes '^NVPM-RESULT PASS 99-selftest/race \(anchor bug bug-r may show here; it did not\)$' \
+	"$(verdict "$T/expected" "$T/log-none" expect_eq race 0 0)"
+check race-won-shown '^NVPM-RESULT PASS 99-selftest/race \(anchor bug bug-r, failed as expected: .*; signal sig-a: ' \
+	"$(verdict "$T/expected" "$T/log-a" expect_eq race 0 1)"
+check race-without-signal-is-a-failure '^NVPM-RESULT FAIL 99-selftest/race anchor bug bug-r: .*shows its signal \(sig-a\)$' \
+	"$(verdict "$T/expected" "$T/log-none" expect_eq race 0 1)"
 check unlisted-failure '^NVPM-RESULT FAIL 99-selftest/other expected' \
 	"$(verdict "$T/expected" "$T/log-a" expect_eq other 0 1)"
 check unlisted-pass '^NVPM-RESULT PASS 99-selftest/other$' \
