@@ -2,7 +2,7 @@
 #
 # Entry points (README.md):
 #   make            provision what is missing, build nvidia_peermem.ko for Debian's 7.3 kernel
-#   make check      host, guest (QEMU), anchor, kernels (Debian 7.2), debug-kernel and packaging suites;
+#   make check      host, guest (QEMU), anchor, kernels (Debian 7.2), debug-kernel, anchor-debug and packaging suites;
 #                   ends with "N passed, N failed"
 #   make lint       the build with CLIPPY=1 (warnings fail), rustfmt --check
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
