@@ -24,6 +24,8 @@ run_suite kernels tests/kernels.sh
 # It rebuilds the module and simulators against the debug kernel (built
 # first when not cached).
 run_suite debug make --no-print-directory check-debug-stress NVPM_RUST=carried
+# NVIDIA's module on the debug kernel: 43, where KASAN reports its stale reads.
+run_suite anchor-debug make --no-print-directory check-anchor-debug
 # After debug: DKMS against the debug kernel, a CONFIG_MODVERSIONS kernel, is
 # part of it, and here its absence is a failure, not a skip.
 run_suite packaging env NVPM_PKGTEST_MODVERSIONS=1 NVPM_PKGTEST_CARRIED=1 tests/packaging/run.sh

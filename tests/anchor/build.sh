@@ -18,7 +18,7 @@
 # tests/anchor/from-git.sh put in the cache (git-VERSION-COMMIT: NVIDIA's
 # repository, never fetched here); ANCHOR_CACHE (default
 # /var/cache/nvpm-anchor, inside the root, i.e. under $NVPM_CACHE).
-# Output: build/anchor/nvidia_peermem.ko and build/anchor/anchor.env
+# Output (ANCHOR_OUT, default build/anchor): nvidia_peermem.ko and anchor.env
 # (ANCHOR_PKG_VERSION: the cache key; ANCHOR_ORIGIN: where the sources came
 # from; ANCHOR_VERSION: the module's own version string; ANCHOR_PAS_PARAM: 1
 # when it has persistent_api_support (560 and later); ANCHOR_PT_ABI: the
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."
 : "${KDIR:?}"
 CACHE=${ANCHOR_CACHE:-/var/cache/nvpm-anchor}
 PKG=nvidia-open-kernel-source
-OUT=build/anchor
+OUT=${ANCHOR_OUT:-build/anchor}
 log() { printf 'anchor: %s\n' "$*" >&2; }
 die() { printf 'anchor: error: %s\n' "$*" >&2; exit 1; }
 [ -s tests/sim/Module.symvers ] || die "tests/sim/Module.symvers missing: run make sims first"

@@ -16,7 +16,8 @@ trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/bin"
 # Stand-ins (functions: busybox sh runs its applets before PATH): the
 # kernel log is $T/dmesg; modprobe records its arguments; nvpm-tool answers
-# 0 (anchor_absorb's wait) and nothing else.
+# the GPU simulator's free_revoked from $T/free_revoked (default N), and 0
+# to everything else (anchor_absorb's wait).
 stand_ins() {
 	dmesg() { cat "$T/dmesg"; }
 	modprobe() { echo "$*" >>"$T/modprobe"; }
@@ -24,7 +25,10 @@ stand_ins() {
 	mark_dmesg() { :; }
 	loaded() { return 1; }
 }
-printf '#!/bin/sh\necho 0\n' >"$T/bin/nvpm-tool"
+cat >"$T/bin/nvpm-tool" <<EOF
+#!/bin/sh
+if [ "\$*" = "gpu get free_revoked" ]; then cat "$T/free_revoked" 2>/dev/null || echo N; else echo 0; fi
+EOF
 chmod +x "$T/bin/nvpm-tool"
 PATH=$T/bin:$PATH
 export PATH
@@ -40,15 +44,16 @@ check() { # NAME WANT-REGEX ACTUAL
 	fi
 }
 
-# One check of a scenario under a given expected file and kernel log; the
-# verdict is the last result line lib.sh wrote. Each runs in a subshell.
+# One check of a scenario (SCENARIO, default 99-selftest) under a given
+# expected file and kernel log; the verdict is the last result line lib.sh
+# wrote (all of them in $T/results). Each runs in a subshell.
 # verdict EXPECTED-FILE DMESG-FILE CHECK-CMD...
 verdict() {
 	cp "$2" "$T/dmesg"
 	: >"$T/results"
 	# shellcheck disable=SC2030 # the subshell's own
 	(
-		ANCHOR=1 ANCHOR_EXPECTED=$1 NVPM_RESULTS=$T/results SCENARIO=99-selftest
+		ANCHOR=1 ANCHOR_EXPECTED=$1 NVPM_RESULTS=$T/results SCENARIO=${SCENARIO:-99-selftest}
 		. tests/guest/lib.sh
 		stand_ins
 		shift 2
@@ -65,6 +70,7 @@ signal sig-c	KASAN: use-after-free
 99-selftest/a/*	bug-a	sig-a	^expected '0', got '1'$
 99-selftest/bc	bug-bc	sig-b|sig-c	^expected '0', got '[0-9]+'$
 99-selftest/undefined	bug-u	sig-nowhere	^expected '0', got '1'$
+99-selftest/race	bug-r?	sig-a	^expected '0', got '1'$
 EOF
 mark='[  1.0] NVPM-MARK 99-selftest load'
 printf '%s\n%s\n' "$mark" '[  1.1] the anchor: bug A here' >"$T/log-a"
@@ -88,14 +94,67 @@ check other-message-is-a-failure "^NVPM-RESULT FAIL 99-selftest/a/x anchor bug b
 	"$(verdict "$T/expected" "$T/log-a" expect_eq a/x 0 2)"
 check expected-check-passing-is-a-failure '^NVPM-RESULT FAIL 99-selftest/a/x anchor bug bug-a expected here, but the check passed$' \
 	"$(verdict "$T/expected" "$T/log-a" expect_eq a/x 0 0)"
+check race-lost-passes '^NVPM-RESULT PASS 99-selftest/race \(anchor bug bug-r may show here; it did not\)$' \
+	"$(verdict "$T/expected" "$T/log-none" expect_eq race 0 0)"
+check race-won-shown '^NVPM-RESULT PASS 99-selftest/race \(anchor bug bug-r, failed as expected: .*; signal sig-a: ' \
+	"$(verdict "$T/expected" "$T/log-a" expect_eq race 0 1)"
+check race-without-signal-is-a-failure '^NVPM-RESULT FAIL 99-selftest/race anchor bug bug-r: .*shows its signal \(sig-a\)$' \
+	"$(verdict "$T/expected" "$T/log-none" expect_eq race 0 1)"
 check unlisted-failure '^NVPM-RESULT FAIL 99-selftest/other expected' \
 	"$(verdict "$T/expected" "$T/log-a" expect_eq other 0 1)"
 check unlisted-pass '^NVPM-RESULT PASS 99-selftest/other$' \
 	"$(verdict "$T/expected" "$T/log-a" expect_eq other 0 0)"
 
+# The anchor's stale read on a KASAN kernel (the real list): 43's
+# no-stale-read, where the GPU simulator frees revoked tables for real,
+# passes only when the failure is nv_dma_map's KASAN report, which lib.sh
+# then lists to run.sh; without that report, or with another, it fails.
+E=tests/anchor/anchor-expected
+kasan='[   53.350467] BUG: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem]'
+mark43='[   52.0] NVPM-MARK 43-client-invalidation-race modern/free-before-dma_map'
+printf '%s\n%s\n%s\n' "$mark43" "$kasan" '[   53.350470] Read of size 4 at addr ffff888004a1e204 by task nvpm-tool/301' >"$T/log-kasan"
+printf '%s\n%s\n' "$mark43" '[   53.4] BUG: KASAN: slab-use-after-free in gsim_map_read_table+0x10/0x200 [nvidia]' >"$T/log-kasan-other"
+printf '%s\n%s\n' "$kasan" "$mark43" >"$T/log-kasan-before-mark"
+printf '%s\n' "$mark43" >"$T/log-kasan-none"
+echo Y >"$T/free_revoked"
+stale() { SCENARIO=43-client-invalidation-race verdict "$E" "$1" expect_no_kasan modern/free-before-dma_map/no-kasan-report; }
+check kasan-report-shown '^NVPM-RESULT PASS 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report \(anchor bug freed-table, failed as expected: KASAN: slab-use-after-free in nv_dma_map\+.*; signal stale-table-read: BUG: KASAN: ' \
+	"$(stale "$T/log-kasan")"
+check kasan-report-listed-to-run-sh "^NVPM-KASAN-EXPECTED \\[   53\\.350467\\] BUG: KASAN: slab-use-after-free in nv_dma_map\\+0x1d5/0x6a0 \\[nvidia_peermem\\]\$" \
+	"$(grep '^NVPM-KASAN' "$T/results")"
+check kasan-report-absent-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table expected here, but the check passed$' \
+	"$(stale "$T/log-kasan-none")"
+check kasan-report-before-mark-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table expected here, but the check passed$' \
+	"$(stale "$T/log-kasan-before-mark")"
+check kasan-report-elsewhere-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table expected .*got: KASAN: slab-use-after-free in gsim_map_read_table' \
+	"$(stale "$T/log-kasan-other")"
+check kasan-report-other-unlisted "^\$" "$(grep '^NVPM-KASAN' "$T/results")"
+check kasan-message-without-report-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-dma_map/no-kasan-report anchor bug freed-table: failed as expected .*shows its signal \(stale-table-read\)$' \
+	"$(SCENARIO=43-client-invalidation-race verdict "$E" "$T/log-kasan-none" fail modern/free-before-dma_map/no-kasan-report "${kasan#* BUG: }")"
+echo N >"$T/free_revoked"
+check no-check-without-free-revoked '^$' "$(stale "$T/log-kasan")"
+check kasan-report-elsewhere-in-43-is-a-failure '^NVPM-RESULT FAIL 43-client-invalidation-race/modern/free-before-put_pages/no-kasan-report KASAN: slab-use-after-free in nv_dma_map' \
+	"$(echo Y >"$T/free_revoked"; SCENARIO=43-client-invalidation-race verdict "$E" "$T/log-kasan" expect_no_kasan modern/free-before-put_pages/no-kasan-report)"
+
+# tests/guest/log-scan.sh: a KASAN report counts unless the guest listed its
+# first line on the results port; console copies of result lines do not
+# count unless a kernel message cut into them.
+res='NVPM-RESULT PASS 43-x/no-kasan-report (anchor bug freed-table, failed as expected: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem]; signal stale-table-read: BUG: KASAN: slab-use-after-free in nv_dma_map+0x1d5/0x6a0 [nvidia_peermem])'
+other='[   60.1] BUG: KASAN: slab-use-after-free in nv_dma_unmap+0x10/0x80 [nvidia_peermem]'
+printf '%s\n' "$res" "NVPM-KASAN-EXPECTED $kasan" "NVPM-KASAN-EXPECTED [   61.0] WARNING: CPU: 0 PID: 1 at x" >"$T/scan-results"
+scan() { printf '%s\n' "$@" >"$T/scan-log"; tests/guest/log-scan.sh "$T/scan-log" "$T/scan-results" 2>&1; }
+check scan-expected-report-accepted '^$' "$(scan "$kasan" "$res" 'NVPM-DMESG-BEGIN' "$kasan")"
+check scan-other-report-counts "^\\[   60\\.1\\] BUG: KASAN: slab-use-after-free in nv_dma_unmap" "$(scan "$kasan" "$other")"
+check scan-report-unlisted-counts '^\[   53\.350467\] BUG: KASAN' "$(: >"$T/scan-results"; scan "$kasan")"
+printf '%s\n' "$res" "NVPM-KASAN-EXPECTED [   61.0] WARNING: CPU: 0 PID: 1 at x" >"$T/scan-results"
+check scan-only-kasan-lines-accepted '^\[   61\.0\] WARNING: CPU' "$(scan '[   61.0] WARNING: CPU: 0 PID: 1 at x')"
+check scan-cut-result-line-counts '^NVPM-RESULT PASS 43-x' "$(scan "${res%)}[   62.0] BUG: KASAN: x)")"
+check scan-result-copy-not-counted '^$' "$(scan "$res")"
+check scan-modversions-refusal-not-counted '^$' "$(scan '[ 1.0] m: disagrees about version of symbol s' '[ 1.0] m: Unknown symbol s (err -22)')"
+check scan-unknown-symbol-counts 'Unknown symbol s \(err -2\)' "$(scan '[ 1.0] m: Unknown symbol s (err -2)')"
+
 # The real list: every entry has four fields and names only signals it
 # defines, and each signal's regex is valid.
-E=tests/anchor/anchor-expected
 probs=$(awk -F'\t' '
 	/^#/ || /^$/ { next }
 	/^signal[ \t]/ { split($0, w, /[ \t]+/); def[w[2]] = 1; next }

@@ -47,11 +47,13 @@
  *                     takes it after the callback to free the mappings.
  *   gsim.lock         the simulator's own bookkeeping (not a driver lock),
  *                     innermost, never held across a callback or a wait.
- * After a callback returns, its table, page objects and mappings are freed:
- * their memory stays poisoned in quarantine for a while, so a client that
- * still reads it sees poison instead of crashing the guest, and a later call
- * with the table finds its tombstone. Counters are atomics, read without
- * locks.
+ * After a callback returns, its table, page objects and mappings are freed.
+ * With free_revoked (the default on a KASAN kernel) they are freed for real,
+ * as the driver frees them, so KASAN reports a client that still reads them;
+ * otherwise their memory stays poisoned in quarantine for a while, so such a
+ * client sees poison instead of crashing the guest. Either way a later call
+ * with the table finds its tombstone (kept by the table's address). Counters
+ * are atomics, read without locks.
  */
 #define pr_fmt(fmt) "gpu_sim: " fmt
 
@@ -116,6 +118,17 @@ MODULE_PARM_DESC(cpu_cacheable, "Set NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE i
 static bool persistent_api = true;
 module_param(persistent_api, bool, 0644);
 MODULE_PARM_DESC(persistent_api, "Persistent API supported (0: -ENOTSUPP, as on MIG and vGPU)");
+
+/*
+ * free_revoked: a table the driver frees (its callback returned, or its
+ * put) is freed for real, with its page objects and mappings, as
+ * nv_p2p_free_page_table (nv-p2p.c) does. On by default on a KASAN kernel,
+ * where a client's later read of it is a use-after-free report naming the
+ * reader; off elsewhere: the quarantine keeps it poisoned instead.
+ */
+static bool free_revoked = IS_ENABLED(CONFIG_KASAN);
+module_param(free_revoked, bool, 0444);
+MODULE_PARM_DESC(free_revoked, "Free the tables the driver frees for real (default: on where the kernel has KASAN), instead of keeping them poisoned in quarantine");
 
 enum gsim_bad_data {
 	BAD_NONE, BAD_PT_VERSION, BAD_PAGE_SIZE, BAD_DMA_VERSION, BAD_ENTRIES,
@@ -217,9 +230,11 @@ static const char *const gsim_pin_state_names[] = { "active", "in_callback", "re
 
 /* A page table handed to a client, and what the simulator keeps with it. */
 struct gsim_pin {
-	struct nvidia_p2p_page_table pt;
+	/* The client's table, its own allocation; NULL once freed for real. */
+	struct nvidia_p2p_page_table *pt;
+	unsigned long pt_key;		/* its address, kept after it is freed */
 	struct kref ref;
-	struct hlist_node hnode;	/* gsim_pins, keyed by &pt, until evicted */
+	struct hlist_node hnode;	/* gsim_pins, keyed by pt_key, until evicted */
 	struct list_head node;		/* gsim.pins while live, then gsim.tombstones */
 	struct list_head quarantine_node;	/* gsim.quarantine: freed memory kept */
 	struct mutex table_lock;	/* the driver's per-table semaphore: mappings */
@@ -470,8 +485,11 @@ static void gsim_unquarantine(struct gsim_pin *pin)
 
 static void gsim_pin_free(struct kref *ref)
 {
+	struct gsim_pin *pin = container_of(ref, struct gsim_pin, ref);
+
 	/* Out of quarantine already: gsim_evict, gsim_exit. */
-	kfree(container_of(ref, struct gsim_pin, ref));
+	kfree(pin->pt);
+	kfree(pin);
 }
 
 /* The pin (live or tombstone) whose table is @pt; NULL if unknown. */
@@ -480,7 +498,7 @@ static struct gsim_pin *gsim_lookup(const struct nvidia_p2p_page_table *pt)
 	struct gsim_pin *pin;
 
 	hash_for_each_possible(gsim_pins, pin, hnode, (unsigned long)pt)
-		if (&pin->pt == pt)
+		if (pin->pt_key == (unsigned long)pt)
 			return pin;
 	return NULL;
 }
@@ -506,7 +524,7 @@ static struct nvidia_p2p_page **gsim_alloc_pages(u32 n)
 /* Fills the client-visible table of a new pin, bad data included. */
 static void gsim_fill_table(struct gsim_pin *pin)
 {
-	struct nvidia_p2p_page_table *pt = &pin->pt;
+	struct nvidia_p2p_page_table *pt = pin->pt;
 	u32 i, n = pin->len >> GSIM_PAGE_SHIFT;
 	u32 first = (pin->va - pin->buf->va) >> GSIM_PAGE_SHIFT;
 	int bad = READ_ONCE(bad_data);
@@ -540,7 +558,7 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 		    bool force_bar1)
 {
 	struct gsim_buffer *buf;
-	struct gsim_pin *pin;
+	struct gsim_pin *pin, *old;
 	u32 n;
 
 	if (!page_table || !len || !IS_ALIGNED(va, GSIM_PAGE_SIZE) ||
@@ -553,11 +571,14 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	pin = kzalloc(sizeof(*pin), GFP_KERNEL);
 	if (!pin)
 		return -ENOMEM;
-	pin->page_ptrs = gsim_alloc_pages(n);
+	pin->pt = kzalloc(sizeof(*pin->pt), GFP_KERNEL);
+	pin->page_ptrs = pin->pt ? gsim_alloc_pages(n) : NULL;
 	if (!pin->page_ptrs) {
+		kfree(pin->pt);
 		kfree(pin);
 		return -ENOMEM;
 	}
+	pin->pt_key = (unsigned long)pin->pt;
 	kref_init(&pin->ref);
 	mutex_init(&pin->table_lock);
 	INIT_LIST_HEAD(&pin->mappings);
@@ -573,14 +594,21 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	pin->tgid = current->tgid;
 	pin->kthread = current->flags & PF_KTHREAD;
 	gsim_fill_table(pin);
-	hash_add(gsim_pins, &pin->hnode, (unsigned long)&pin->pt);
+	/*
+	 * A table freed for real may have had this address: its tombstone is
+	 * forgotten, a stale call with it is now this table's (as on the driver).
+	 */
+	old = gsim_lookup(pin->pt);
+	if (old)
+		hash_del(&old->hnode);
+	hash_add(gsim_pins, &pin->hnode, pin->pt_key);
 	list_add_tail(&pin->node, &gsim.pins);
 	buf->pins++;
 	if (persistent)
 		gsim.live_persistent++;
 	else
 		gsim.live_pins++;
-	*page_table = &pin->pt;
+	*page_table = pin->pt;
 	return 0;
 }
 
@@ -614,10 +642,10 @@ static void gsim_quarantine(struct gsim_pin *pin)
 	for (i = 0; i < n; i++)
 		memset(pin->page_ptrs[i], POISON_FREE, sizeof(*pin->page_ptrs[i]));
 	/* entries and pages stay: a stale reader walks poison, not wild pointers. */
-	pin->pt.version = POISON_FREE * 0x01010101U;
-	pin->pt.page_size = POISON_FREE * 0x01010101U;
-	pin->pt.flags = POISON_FREE * 0x01010101U;
-	pin->pt.gpu_uuid = poisoned_uuid;
+	pin->pt->version = POISON_FREE * 0x01010101U;
+	pin->pt->page_size = POISON_FREE * 0x01010101U;
+	pin->pt->flags = POISON_FREE * 0x01010101U;
+	pin->pt->gpu_uuid = poisoned_uuid;
 	list_add_tail(&pin->quarantine_node, &gsim.quarantine);
 	if (++gsim.nquarantined > GSIM_MAX_QUARANTINED)
 		gsim_unquarantine(list_first_entry(&gsim.quarantine, struct gsim_pin,
@@ -642,9 +670,11 @@ static void gsim_evict(void)
 /*
  * Frees what a client could still see of @pin (table, page objects,
  * mappings) and keeps its shell as a tombstone, so that later calls with the
- * stale table are told apart from calls with a table never seen. A revoked
- * pin's memory goes to quarantine; a put pin's is freed at once. Called with
- * the API lock held (or at unload), not gsim.lock.
+ * stale table are told apart from calls with a table never seen. With
+ * free_revoked everything goes at once, the table too, as
+ * nv_p2p_free_page_table does; otherwise a revoked pin's memory goes to
+ * quarantine, and a put pin's is freed but for its table, kept poisoned.
+ * Called with the API lock held (or at unload), not gsim.lock.
  */
 static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 {
@@ -657,8 +687,9 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 	list_for_each_entry(m, &pin->mappings, node)
 		nmappings++;
 	gsim.live_mappings -= nmappings;
-	if (state == PIN_REVOKED) {
+	if (state == PIN_REVOKED)
 		pin->revoked_at = ktime_get_ns();
+	if (state == PIN_REVOKED && !free_revoked) {
 		gsim_quarantine(pin);
 	} else {
 		list_for_each_entry_safe(m, tmp, &pin->mappings, node) {
@@ -667,7 +698,12 @@ static void gsim_retire(struct gsim_pin *pin, enum gsim_pin_state state)
 		}
 		gsim_free_pages(pin->page_ptrs, pin->len >> GSIM_PAGE_SHIFT);
 		pin->page_ptrs = NULL;
-		memset(&pin->pt, POISON_FREE, sizeof(pin->pt));
+		if (free_revoked) {
+			kfree(pin->pt);
+			pin->pt = NULL;
+		} else {
+			memset(pin->pt, POISON_FREE, sizeof(*pin->pt));
+		}
 	}
 	WRITE_ONCE(pin->state, state);
 	mutex_unlock(&pin->table_lock);
