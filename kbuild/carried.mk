@@ -99,12 +99,15 @@ nvpm_cr_depfix = ; sed -i '/^$(nvpm_hash)/d' $(depfile)
 nvpm_cr_redirect := _printk=nvpm_carried_printk \
 	$(if $(shell [ $$(($(VERSION) * 100 + $(PATCHLEVEL))) -lt 612 ] && echo y),errname=nvpm_carried_errname)
 nvpm_cr_redirect_syms = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
+# objtool on the object: from 5.19 cmd_objtool starts with its own "; ",
+# before it is a command of its own.
+nvpm_cr_objtool = $(if $(filter ;%,$(strip $(cmd_objtool))),$(cmd_objtool),$(if $(strip $(cmd_objtool)),; $(cmd_objtool)))
 
 quiet_cmd_nvpm_cr_lib = RUSTC C  $@
       cmd_nvpm_cr_lib = RUSTC_BOOTSTRAP=1 OBJTREE=$(nvpm_cr_abs) $(nvpm-env) $(NVPM_RUSTC) \
 	$(nvpm_cr_tflags) $(nvpm-flags) --crate-type rlib --crate-name $(nvpm-name) \
 	--emit=dep-info=$(depfile) --emit=metadata=$(nvpm_cr)/lib$(nvpm-name).rmeta \
-	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_redirect_syms) $(cmd_objtool)
+	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_redirect_syms) $(nvpm_cr_objtool)
 
 quiet_cmd_nvpm_cr_host = RUSTC H  $@
       cmd_nvpm_cr_host = RUSTC_BOOTSTRAP=1 $(NVPM_RUSTC) -O -Cstrip=debuginfo --cap-lints=allow \
