@@ -131,6 +131,14 @@ static inline int spin_trylock_irq_disable(spinlock_t *lock)
 #endif
 
 /*
+ * __realloc_size (5.16): an allocation-size hint to the compiler; the
+ * helpers' reallocations compile without it.
+ */
+#ifndef __realloc_size
+#define __realloc_size(x, ...)
+#endif
+
+/*
  * try_cmpxchg with an ordering on any type (5.10 has only x86's fully
  * ordered one): the fully ordered one is valid for each weaker ordering.
  */
