@@ -99,12 +99,15 @@ nvpm_cr_depfix = ; sed -i '/^$(nvpm_hash)/d' $(depfile)
 nvpm_cr_redirect := _printk=nvpm_carried_printk \
 	$(if $(shell [ $$(($(VERSION) * 100 + $(PATCHLEVEL))) -lt 612 ] && echo y),errname=nvpm_carried_errname)
 nvpm_cr_redirect_syms = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
+# objtool on the object: 6.1's cmd_objtool starts with its own "; ",
+# 5.10's is a command of its own.
+nvpm_cr_objtool = $(if $(filter ;%,$(strip $(cmd_objtool))),$(cmd_objtool),$(if $(strip $(cmd_objtool)),; $(cmd_objtool)))
 
 quiet_cmd_nvpm_cr_lib = RUSTC C  $@
       cmd_nvpm_cr_lib = RUSTC_BOOTSTRAP=1 OBJTREE=$(nvpm_cr_abs) $(nvpm-env) $(NVPM_RUSTC) \
 	$(nvpm_cr_tflags) $(nvpm-flags) --crate-type rlib --crate-name $(nvpm-name) \
 	--emit=dep-info=$(depfile) --emit=metadata=$(nvpm_cr)/lib$(nvpm-name).rmeta \
-	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_redirect_syms) $(cmd_objtool)
+	--emit=obj=$@ $< $(nvpm_cr_depfix) $(nvpm-post) $(nvpm_cr_redirect_syms) $(nvpm_cr_objtool)
 
 quiet_cmd_nvpm_cr_host = RUSTC H  $@
       cmd_nvpm_cr_host = RUSTC_BOOTSTRAP=1 $(NVPM_RUSTC) -O -Cstrip=debuginfo --cap-lints=allow \
@@ -220,8 +223,12 @@ quiet_cmd_nvpm_cr_bindgen = BINDGEN $@
 	-DMODULE $(nvpm-bindgen-cflags) $(nvpm-post)
 
 $(nvpm_cr)/rust/bindings/bindings_generated.rs: private nvpm-bindgen-flags = $(nvpm_cr_bindgen_params)
+# Where the fortified string functions are not overloads of their own
+# (5.10's string.h), a fortified kernel's memchr is an inline definition,
+# which bindgen skips: the bindings then read the plain declarations.
+nvpm_cr_nofortify := $(if $(shell grep -qs __overloadable $(srctree)/include/linux/fortify-string.h && echo y),,-D__NO_FORTIFY)
 $(nvpm_cr)/rust/bindings/bindings_generated.rs: private nvpm-bindgen-cflags = -I$(nvpm_cr_src)/bindings \
-	-include $(src)/kbuild/carried/compat.h
+	-include $(src)/kbuild/carried/compat.h $(nvpm_cr_nofortify)
 $(nvpm_cr)/rust/bindings/bindings_generated.rs: private nvpm-post = ; \
 	sed -Ei 's/pub const RUST_CONST_HELPER_([a-zA-Z0-9_]*)/pub const \1/g' $@
 $(nvpm_cr)/rust/bindings/bindings_generated.rs: $(src)/kbuild/carried/bindings_helper.h FORCE

@@ -11,6 +11,9 @@
 #   installs them in its root, where DKMS builds the module in carried mode,
 #   and boots that module (tests/packaging/run.sh). Here: the static check's
 #   own test on 6.12 and the build's choice of mode (tests/kbuild-checks.sh).
+# - NVPM_MAKE_KSERIES (default 5.10): Debian 11's kernel, without Rust,
+#   whose headers name a compiler the roots lack: built with make in carried
+#   mode, booted for the load test and the client scenarios (01, 02, 40-45).
 # - Debian's 7.3 with another rustc (Debian 13's rustc-web): carried mode
 #   chosen by itself, the load test, 02 and a revocable client (41).
 # Ends with KERNELS-SUMMARY.
@@ -87,6 +90,20 @@ for series in ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
 		sed 's/^/  /' "$log"
 		summary_add "$log" KOCHECK || echo "  FAIL kernels/$series/kocheck-negative: see $log"
 	fi
+done
+
+# Debian 11's 5.10 (NVPM_MAKE_KSERIES), without Rust: its headers name
+# gcc-10, which neither root has, so it is built with make and gcc-12 (the
+# env file's KMAKE_FLAGS), not through DKMS; carried mode chosen by itself,
+# its image booted for 01, 02 and 40-45.
+for series in ${NVPM_MAKE_KSERIES-5.10}; do
+	echo "kernels: Debian $series (without Rust, built with make)"
+	if ! scripts/provision-carried.sh "$series"; then
+		echo "  FAIL kernels/$series/provision: see the lines above"
+		fail=$((fail + 1))
+		continue
+	fi
+	run "$series" "kernel-$series.env" '[04][0-5]-*' ""
 done
 
 # Carried mode on Debian's 7.3, which has Rust, built with another rustc than

@@ -10,8 +10,10 @@
 
 #include <linux/version.h>
 #include <linux/errno.h>
+#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/percpu.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/vmalloc.h>
@@ -126,6 +128,54 @@ static inline int spin_trylock_irq_disable(spinlock_t *lock)
 #define atomic64_add_negative_acquire atomic64_add_negative
 #define atomic64_add_negative_release atomic64_add_negative
 #define atomic64_add_negative_relaxed atomic64_add_negative
+#endif
+
+/*
+ * __realloc_size (5.16): an allocation-size hint to the compiler; the
+ * helpers' reallocations compile without it.
+ */
+#ifndef __realloc_size
+#define __realloc_size(x, ...)
+#endif
+
+/*
+ * try_cmpxchg with an ordering on any type (5.10 has only x86's fully
+ * ordered one): the fully ordered one is valid for each weaker ordering.
+ */
+#ifndef try_cmpxchg_acquire
+#define try_cmpxchg_acquire try_cmpxchg
+#define try_cmpxchg_release try_cmpxchg
+#define try_cmpxchg_relaxed try_cmpxchg
+#endif
+
+/*
+ * kmap_local_page (5.11): before it, kmap_atomic, which also disables
+ * preemption and page faults until the unmap; the kernel crate maps a page
+ * only to copy from or to it. Without HIGHMEM (x86_64) both are the page's
+ * address in the direct map.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(5, 11, 0)
+#define kmap_local_page(page) kmap_atomic(page)
+#define kunmap_local(addr) kunmap_atomic((void *)(addr))
+#endif
+
+/*
+ * printk is _printk from 5.15 on. The kernel crate calls _printk, and the
+ * carried objects' calls go to nvpm_carried_printk (carried.mk): declared
+ * only so that the bindings have it.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(5, 15, 0)
+int _printk(const char *fmt, ...);
+#endif
+
+/*
+ * TASK_FREEZABLE (6.1): before it a freezable sleep is a different call,
+ * not a state bit. The kernel crate's freezable wait
+ * (CondVar::wait_interruptible_freezable, which nvidia_peermem does not
+ * use) is then a plain interruptible one.
+ */
+#ifndef TASK_FREEZABLE
+#define TASK_FREEZABLE 0
 #endif
 
 /*

@@ -74,6 +74,11 @@
 #include "nv-p2p.h"
 #include "sim_common.h"
 
+/* Linux 5.10 lacks it (lockdep.h has the other lock_map_* forms). */
+#ifndef lock_map_acquire_try
+#define lock_map_acquire_try(l) lock_acquire_exclusive(l, 0, 1, NULL, _THIS_IP_)
+#endif
+
 #define GSIM_PAGE_SHIFT 16
 #define GSIM_PAGE_SIZE BIT_ULL(GSIM_PAGE_SHIFT)
 /* Where the fake GPU VA space and the fake BAR1 aperture start. */
