@@ -70,7 +70,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST
 # Whether KDIR's kernel checks the CRCs of imported symbols.
 MODVERSIONS := $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
 
-.PHONY: all module vendor-headers carried-src sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
+.PHONY: all module vendor-headers carried-src carried-core sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -177,6 +177,11 @@ build/abi.symvers: scripts/abi-symvers.sh src/ffi/nv-p2p.h src/ffi/peer_mem.h
 # NVIDIA's nvidia-peermem, built by tests/anchor/build.sh, in the guest scenarios.
 check-anchor: sims
 	$(ANCHOR_ENV) tests/anchor/run.sh
+
+# carried mode's core alone, with its rustc flags and target.json for this
+# kernel (tests/kocheck/negative.sh compiles its probe with them).
+carried-core:
+	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) build/carried/core.o
 
 # The simulated GPU driver and MOFED core (test infrastructure, tests/sim).
 sims:
