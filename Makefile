@@ -15,8 +15,14 @@
 KDIR ?=
 KMAKE_FLAGS ?=
 
+# The kernel tree's configuration: what the build derives the architecture from.
+KDIR_CONFIG := $(if $(KDIR),$(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf)))
+# The kernel's architecture as OFED names its per-arch directory
+# (/usr/src/ofa_kernel/<arch>/<release>, `uname -m` of the kernel's machine):
+# from KDIR's .config, the build host's only without a tree.
+OFA_ARCH := $(or $(if $(KDIR_CONFIG),$(shell sed -n -e 's/^CONFIG_X86_64=y$$/x86_64/p' -e 's/^CONFIG_ARM64=y$$/aarch64/p' $(KDIR_CONFIG))),$(shell uname -m))
+
 # Vendor ABI headers, used when present; otherwise src/ffi/ has the project's own.
-OFA_ARCH := $(shell uname -m)
 KREL ?= $(if $(KDIR),$(shell $(MAKE) -s -C $(KDIR) $(KMAKE_FLAGS) kernelrelease 2>/dev/null))
 # The newest NVIDIA driver source's nv-p2p.h.
 NV_P2P_H ?= $(shell ls -d /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h 2>/dev/null | sort -V | tail -n 1)
@@ -40,7 +46,6 @@ RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src
 # (dkms 3.x adds it when vmlinux's .comment or CONFIG_CC_IS_CLANG says clang;
 # it fails where only versioned tools are installed); an LLVM= naming a
 # version or directory, or CC= or LLVM= in KMAKE_FLAGS, is left as given.
-KDIR_CONFIG := $(if $(KDIR),$(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf)))
 KDIR_CLANG_MAJOR := $(if $(KDIR_CONFIG),$(shell sed -n 's/^CONFIG_CLANG_VERSION=\([1-9][0-9]*\)[0-9]\{4\}$$/\1/p' $(KDIR_CONFIG)))
 ifeq ($(filter-out 1,$(LLVM))$(findstring LLVM=,$(KMAKE_FLAGS))$(findstring CC=,$(KMAKE_FLAGS)),)
 KDIR_LLVM := $(if $(KDIR_CLANG_MAJOR),LLVM=$(if $(shell command -v clang-$(KDIR_CLANG_MAJOR)),-$(KDIR_CLANG_MAJOR),1))
@@ -159,7 +164,7 @@ module: build/abi.symvers
 	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
 	if [ "$(MODVERSIONS)" = y ]; then \
 		if [ "$$symbols" = "$(CURDIR)/build/abi.symvers" ]; then \
-			symbols=$$(scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
+			symbols=$$(NVPM_ARCH=$(OFA_ARCH) scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
 		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; fi; \
 		echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; \
 	fi; \
