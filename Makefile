@@ -8,6 +8,7 @@
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make bench-profile  guest instructions per function of one registration, client against bare
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
+#   make NVPM_KARCH=arm64 check-guest  the guest tests on Debian's arm64 7.3 (cross-built, QEMU TCG)
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~18 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
 #   make check-anchor the guest scenarios with NVIDIA's own nvidia-peermem (part of make check)
@@ -96,10 +97,18 @@ IN_ROOT_MAKE = make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAG
 
 all: module
 
+# NVPM_KARCH=arm64: Debian's 7.3 kernel of that architecture instead
+# (cross-built, booted with qemu-system-aarch64), its env file in the cache.
+NVPM_KARCH ?=
+ifneq ($(NVPM_KARCH),)
+NVPM_KERNEL_ENV ?= kernel-7.3-$(NVPM_KARCH).env
+export NVPM_KERNEL_ENV
+endif
+
 ifeq ($(KDIR),)
 # No kernel tree given: build inside the provisioned trixie root, for Debian's 7.3 kernel.
 provision:
-	@scripts/provision.sh
+	@$(if $(NVPM_KARCH),KARCH=$(NVPM_KARCH) )scripts/provision.sh
 
 vendor-headers:
 	@rm -rf build/vendor && mkdir -p build/vendor
@@ -118,9 +127,9 @@ lint: provision vendor-headers
 
 # The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
 # host: static, no library dependencies; tests/guest/run.sh puts both in the initramfs.
+# For the provisioned kernel's architecture (scripts/build-tool.sh).
 tool:
-	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool -p nvidia-peermem-doctor \
-		--target x86_64-unknown-linux-gnu
+	@scripts/build-tool.sh
 
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) check-guest'
