@@ -192,10 +192,11 @@ build/abi.symvers: scripts/abi-symvers.sh src/ffi/nv-p2p.h src/ffi/peer_mem.h
 check-anchor: sims
 	$(ANCHOR_ENV) tests/anchor/run.sh
 
-# carried mode's core alone, with its rustc flags and target.json for this
-# kernel (tests/kocheck/negative.sh compiles its probe with them).
+# carried mode's core and compiler_builtins alone, with their rustc flags
+# and target.json for this kernel (tests/kocheck/negative.sh compiles its
+# probe with them).
 carried-core:
-	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) build/carried/core.o
+	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) build/carried/compiler_builtins.o
 
 # The simulated GPU driver and MOFED core (test infrastructure, tests/sim).
 sims:
