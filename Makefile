@@ -8,6 +8,7 @@
 #   make bench      registration benchmark in QEMU: table with targets, JSON to $BENCH_JSON
 #   make bench-profile  guest instructions per function of one registration, client against bare
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
+#   make NVPM_KARCH=arm64 check-guest  the guest tests on Debian's arm64 7.3 (cross-built, QEMU TCG)
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~18 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
 #   make check-anchor the guest scenarios with NVIDIA's own nvidia-peermem (part of make check)
@@ -16,8 +17,14 @@
 KDIR ?=
 KMAKE_FLAGS ?=
 
+# The kernel tree's configuration: what the build derives the architecture from.
+KDIR_CONFIG := $(if $(KDIR),$(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf)))
+# The kernel's architecture as OFED names its per-arch directory
+# (/usr/src/ofa_kernel/<arch>/<release>, `uname -m` of the kernel's machine):
+# from KDIR's .config, the build host's only without a tree.
+OFA_ARCH := $(or $(if $(KDIR_CONFIG),$(shell sed -n -e 's/^CONFIG_X86_64=y$$/x86_64/p' -e 's/^CONFIG_ARM64=y$$/aarch64/p' $(KDIR_CONFIG))),$(shell uname -m))
+
 # Vendor ABI headers, used when present; otherwise src/ffi/ has the project's own.
-OFA_ARCH := $(shell uname -m)
 # The kernel's release: DKMS names it; else the tree's utsrelease.h, which
 # `make kernelrelease` disagrees with in Debian 12's headers (6.1.192 for
 # 6.1.0-56-amd64).
@@ -46,7 +53,6 @@ RUST_SOURCES = $(filter-out src/abi_bindings.rs,$(wildcard src/*.rs src/core/src
 # (dkms 3.x adds it when vmlinux's .comment or CONFIG_CC_IS_CLANG says clang;
 # it fails where only versioned tools are installed); an LLVM= naming a
 # version or directory, or CC= or LLVM= in KMAKE_FLAGS, is left as given.
-KDIR_CONFIG := $(if $(KDIR),$(firstword $(wildcard $(KDIR)/.config $(KDIR)/include/config/auto.conf)))
 KDIR_CLANG_MAJOR := $(if $(KDIR_CONFIG),$(shell sed -n 's/^CONFIG_CLANG_VERSION=\([1-9][0-9]*\)[0-9]\{4\}$$/\1/p' $(KDIR_CONFIG)))
 ifeq ($(filter-out 1,$(LLVM))$(findstring LLVM=,$(KMAKE_FLAGS))$(findstring CC=,$(KMAKE_FLAGS)),)
 KDIR_LLVM := $(if $(KDIR_CLANG_MAJOR),LLVM=$(if $(shell command -v clang-$(KDIR_CLANG_MAJOR)),-$(KDIR_CLANG_MAJOR),1))
@@ -97,10 +103,18 @@ IN_ROOT_MAKE = make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAG
 
 all: module
 
+# NVPM_KARCH=arm64: Debian's 7.3 kernel of that architecture instead
+# (cross-built, booted with qemu-system-aarch64), its env file in the cache.
+NVPM_KARCH ?=
+ifneq ($(NVPM_KARCH),)
+NVPM_KERNEL_ENV ?= kernel-7.3-$(NVPM_KARCH).env
+export NVPM_KERNEL_ENV
+endif
+
 ifeq ($(KDIR),)
 # No kernel tree given: build inside the provisioned trixie root, for Debian's 7.3 kernel.
 provision:
-	@scripts/provision.sh
+	@$(if $(NVPM_KARCH),KARCH=$(NVPM_KARCH) )scripts/provision.sh
 
 vendor-headers:
 	@rm -rf build/vendor && mkdir -p build/vendor
@@ -119,9 +133,9 @@ lint: provision vendor-headers
 
 # The guest tests' tool (tests/tool) and the doctor (src/doctor), built on the
 # host: static, no library dependencies; tests/guest/run.sh puts both in the initramfs.
+# For the provisioned kernel's architecture (scripts/build-tool.sh).
 tool:
-	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p nvpm-tool -p nvidia-peermem-doctor \
-		--target x86_64-unknown-linux-gnu
+	@scripts/build-tool.sh
 
 check-guest: module tool
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) check-guest'
@@ -165,7 +179,7 @@ module: build/abi.symvers
 	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
 	if [ "$(MODVERSIONS)" = y ]; then \
 		if [ "$$symbols" = "$(CURDIR)/build/abi.symvers" ]; then \
-			symbols=$$(scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
+			symbols=$$(NVPM_ARCH=$(OFA_ARCH) scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
 		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; fi; \
 		echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; \
 	fi; \

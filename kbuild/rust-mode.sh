@@ -9,7 +9,8 @@
 # Usage: rust-mode.sh KDIR [auto|kernel|carried]   (default auto)
 #
 # auto: "kernel" where the kernel has CONFIG_RUST=y, its crates are present
-# (rust/libkernel.rmeta, scripts/target.json) and new enough for this module
+# (rust/libkernel.rmeta, and scripts/target.json where the architecture's
+# Makefile hands rustc one: x86, not arm64) and new enough for this module
 # (the ffi crate, rust/libffi.rmeta, which Linux 6.13 added; Ubuntu 24.04's
 # 6.8 has Rust and older crates) and the rustc on PATH is the one
 # that built them (CONFIG_RUSTC_VERSION_TEXT), otherwise "carried". Forcing
@@ -26,11 +27,22 @@ for f in "$kdir/include/config/auto.conf" "$kdir/.config"; do
 done
 [ -n "$config" ] || { echo "rust-mode: $kdir has no .config or include/config/auto.conf: not a configured kernel tree" >&2; exit 1; }
 
+# The compiled crates, and the target spec where the kernel's rustc reads one
+# (arch/<arch>/Makefile names scripts/target.json; arm64 uses rustc's own
+# aarch64-unknown-none targets). Without the arch Makefile, both.
+crates=rust/libkernel.rmeta
+srcarch=$(sed -n -e 's/^CONFIG_X86=y$/x86/p' -e 's/^CONFIG_ARM64=y$/arm64/p' "$config")
+if [ -z "$srcarch" ] || [ ! -f "$kdir/arch/$srcarch/Makefile" ] || grep -qs 'scripts/target\.json' "$kdir/arch/$srcarch/Makefile"; then
+	crates="$crates scripts/target.json"
+fi
+missing=
+for f in $crates; do [ -f "$kdir/$f" ] || missing=y; done
+
 why=
 if ! grep -q '^CONFIG_RUST=y' "$config"; then
 	why="the kernel is built without Rust (CONFIG_RUST is not set)"
-elif [ ! -f "$kdir/rust/libkernel.rmeta" ] || [ ! -f "$kdir/scripts/target.json" ]; then
-	why="the kernel's compiled Rust crates are not in $kdir (rust/libkernel.rmeta, scripts/target.json)"
+elif [ -n "$missing" ]; then
+	why="the kernel's compiled Rust crates are not in $kdir ($(echo "$crates" | sed 's/ /, /g'))"
 elif [ ! -f "$kdir/rust/libffi.rmeta" ]; then
 	why="the kernel's Rust crates in $kdir are older than this module needs (no ffi crate, rust/libffi.rmeta: Linux 6.13 and later have it)"
 else

@@ -14,7 +14,7 @@
 # The Makefile runs it when KDIR has CONFIG_MODVERSIONS=y: to find the
 # files, or to check those given as NVPM_EXTRA_SYMBOLS. Env: NVPM_SYSROOT
 # prefixes every path (tests), NVPM_ARCH replaces `uname -m` (OFED's
-# per-arch directory).
+# per-arch directory; the Makefile passes the one of KDIR's .config).
 set -eu
 
 CHECK_ONLY=

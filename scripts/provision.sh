@@ -5,12 +5,23 @@
 #      names another (7.2): source, headers, binary, modules;
 #   3. a Rust-capable KDIR prepared from it.
 # Writes $NVPM_CACHE/kernel.env describing what it used (kernel-$KSERIES.env
-# for a series other than 7.3). KERNEL_VERSION pins another package version
-# of the series (e.g. 7.3.4-1~bpo13+1).
+# for a series other than 7.3, kernel-$KSERIES-$KARCH.env for another
+# architecture). KERNEL_VERSION pins another package version of the series
+# (e.g. 7.3.4-1~bpo13+1). KARCH names the Debian architecture of the kernel
+# packages (amd64 by default; arm64 is cross-built here, booted under TCG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KSERIES=${KSERIES:-7.3}
 case $KSERIES in 7.[0-9] | 7.[1-9][0-9]) ;; *) echo "provision: KSERIES=$KSERIES is not a 7.x series" >&2; exit 1 ;; esac
+KARCH=${KARCH:-amd64}
+# Debian's kernel flavour (arm64-16k is another arm64 one).
+KFLAVOUR=${KFLAVOUR:-$KARCH}
+# The GNU triple of Debian's architecture: the cross tools' prefix.
+case $KARCH in
+amd64) KTRIPLE=x86_64-linux-gnu ;;
+arm64) KTRIPLE=aarch64-linux-gnu ;;
+*) echo "provision: KARCH=$KARCH: expected amd64 or arm64" >&2; exit 1 ;;
+esac
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
@@ -29,10 +40,27 @@ ensure_chroot() {
 	log "chroot bootstrapped in $((SECONDS - t0)) s"
 }
 
-# Installs whatever of CHROOT_PACKAGES the root does not have yet.
+# What building and booting a foreign KARCH's kernel needs besides CHROOT_PACKAGES.
+cross_packages() {
+	echo "gcc-14-$KTRIPLE libc6-dev-$KARCH-cross cargo libstd-rust-dev:$KARCH"
+	# arm64: Debian's .kernelvariables name a 32-bit compiler for the compat vDSO.
+	case $KARCH in arm64) echo qemu-system-arm gcc-arm-linux-gnueabihf ;; esac
+}
+
+# Installs whatever of CHROOT_PACKAGES the root does not have yet, and for a
+# foreign KARCH its cross compiler, QEMU and Rust's standard library for the
+# guest tools (multiarch).
 ensure_packages() {
-	local missing p
-	missing=$(for p in $CHROOT_PACKAGES; do
+	local missing p packages=$CHROOT_PACKAGES
+	if [ "$KARCH" != amd64 ]; then
+		in_chroot dpkg --print-foreign-architectures | grep -qx "$KARCH" || {
+			log "adding $KARCH to the chroot's dpkg architectures"
+			in_chroot dpkg --add-architecture "$KARCH"
+			rm -f "$CHROOT/var/lib/apt/lists/.nvpm-updated"
+		}
+		packages="$packages $(cross_packages)"
+	fi
+	missing=$(for p in $packages; do
 		in_chroot dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
 	done)
 	[ -n "$missing" ] || return 0
@@ -63,13 +91,42 @@ resolve_kernel() {
 	[ -n "$KPKGVER" ] || die "no linux-source-$KSERIES in trixie-backports"
 	local upstream=${KPKGVER%%-*}
 	KABI=$upstream+deb13
-	KREL=$KABI-amd64
-	in_chroot apt-cache madison "linux-headers-$KREL" | grep -qF "| $KPKGVER |" ||
+	KREL=$KABI-$KFLAVOUR
+	in_chroot apt-cache madison "linux-headers-$KREL:$KARCH" | grep -qF "| $KPKGVER |" ||
 		die "linux-headers-$KREL $KPKGVER not found next to linux-source-$KSERIES $KPKGVER"
 	log "kernel: linux-source-$KSERIES $KPKGVER, release $KREL"
 }
 
 config_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$2"; }
+
+# The kernel's own make variables, from Debian's headers: ARCH,
+# CROSS_COMPILE (and arm64's CROSS_COMPILE_COMPAT) from .kernelvariables, CC
+# from the compiler its .config names.
+kmake_flags() { # $1 = headers dir
+	local arch cross compat cc
+	arch=$(sed -n 's/^override ARCH = //p' "$1/.kernelvariables")
+	cross=$(sed -n 's/^override CROSS_COMPILE = //p' "$1/.kernelvariables")
+	compat=$(sed -n 's/^override CROSS_COMPILE_COMPAT = //p' "$1/.kernelvariables")
+	cc=$(config_text CONFIG_CC_VERSION_TEXT "$1/.config")
+	[ -n "$arch" ] && [ -n "$cross" ] && [ -n "$cc" ] || die "$1: no ARCH, CROSS_COMPILE or CC_VERSION_TEXT"
+	echo "ARCH=$arch CROSS_COMPILE=$cross ${compat:+CROSS_COMPILE_COMPAT=$compat }CC=${cc%% *} HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+}
+
+# A foreign KARCH's guest userland: busybox, kmod and dash of that
+# architecture with the libraries they load, unpacked from Debian's packages
+# (tests/guest/run.sh copies the root's own for an amd64 guest).
+ensure_userland() { # $1 = dir
+	local pkgs d
+	rm -rf "$1" "$1.debs" && mkdir -p "$1" "$1.debs"
+	pkgs=$(in_chroot apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+		--no-replaces --no-enhances --no-pre-depends "busybox-static:$KARCH" "kmod:$KARCH" "dash:$KARCH" |
+		sed -n "s/^\([a-z0-9][^ <>]*:$KARCH\)$/\1/p" | sort -u | tr '\n' ' ')
+	[ -n "$pkgs" ] || die "no $KARCH packages for the guest userland"
+	in_chroot sh -c "cd ${1#"$CHROOT"}.debs && apt-get download -qq -o APT::Sandbox::User=root $pkgs" ||
+		die "apt-get download of the $KARCH guest userland failed"
+	for d in "$1.debs"/*.deb; do dpkg-deb -x "$d" "$1"; done
+	rm -rf "$1.debs"
+}
 
 # Refuses a toolchain that differs from the one the kernel's config names.
 check_toolchain() { # $1 = .config
@@ -81,7 +138,7 @@ check_toolchain() { # $1 = .config
 	have=$(in_chroot bindgen --version)
 	[ "$want" = "$have" ] || die "bindgen mismatch: kernel built with '$want', chroot has '$have'"
 	want=$(config_text CONFIG_CC_VERSION_TEXT "$1")
-	have=$(in_chroot x86_64-linux-gnu-gcc-14 --version | head -n1)
+	have=$(in_chroot "$KTRIPLE-gcc-14" --version | head -n1)
 	[ "$want" = "$have" ] || die "CC mismatch: kernel built with '$want', chroot has '$have'"
 }
 
@@ -92,8 +149,8 @@ ensure_kdir() {
 	local key dir
 	key=$({
 		printf '%s\n' "$KPKGVER"
-		in_chroot sh -c 'rustc --version; bindgen --version; x86_64-linux-gnu-gcc-14 --version | head -n1'
-		declare -f ensure_kdir check_toolchain
+		in_chroot sh -c "rustc --version; bindgen --version; $KTRIPLE-gcc-14 --version | head -n1"
+		declare -f ensure_kdir check_toolchain kmake_flags ensure_userland
 	} | sha256sum | cut -c1-10)
 	KROOT=/kernels/$KREL-$key
 	dir=$CHROOT$KROOT
@@ -103,8 +160,8 @@ ensure_kdir() {
 	mkdir -p "$dir/debs" "$dir/pkg"
 	log "downloading Debian's $KREL packages"
 	in_chroot sh -c "cd $KROOT/debs && apt-get download -qq -o APT::Sandbox::User=root linux-source-$KSERIES=$KPKGVER \
-		linux-binary-$KREL=$KPKGVER linux-modules-$KREL=$KPKGVER linux-headers-$KREL=$KPKGVER \
-		linux-headers-$KABI-common=$KPKGVER linux-kbuild-$KABI=$KPKGVER" ||
+		linux-binary-$KREL:$KARCH=$KPKGVER linux-modules-$KREL:$KARCH=$KPKGVER linux-headers-$KREL:$KARCH=$KPKGVER \
+		linux-headers-$KABI-common=$KPKGVER linux-kbuild-$KABI:$KARCH=$KPKGVER" ||
 		die "apt-get download of the $KPKGVER kernel packages failed"
 	local d
 	for d in "$dir"/debs/*.deb; do dpkg-deb -x "$d" "$dir/pkg"; done
@@ -114,7 +171,8 @@ ensure_kdir() {
 	local hdr=$dir/pkg/usr/src/linux-headers-$KREL
 	check_toolchain "$hdr/.config"
 	cp "$hdr/.config" "$dir/linux-source-$KSERIES/.config"
-	local kmake="make -C $KROOT/linux-source-$KSERIES ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+	local kmake
+	kmake="make -C $KROOT/linux-source-$KSERIES $(kmake_flags "$hdr")"
 	in_chroot $kmake -s olddefconfig
 	cmp -s "$hdr/.config" "$dir/linux-source-$KSERIES/.config" ||
 		die "olddefconfig changed Debian's .config: the chroot's toolchain does not match $KREL"
@@ -123,14 +181,16 @@ ensure_kdir() {
 		while IFS= read -r line; do printf '  [%4ds] %s\n' "$((SECONDS - t0))" "$line"; done
 	[ "${PIPESTATUS[0]}" = 0 ] || die "modules_prepare failed"
 	cp "$hdr/Module.symvers" "$hdr/vmlinux" "$dir/linux-source-$KSERIES/"
+	[ "$KARCH" = amd64 ] || ensure_userland "$dir/userland"
 	touch "$dir/.complete"
 	log "KDIR ready in $((SECONDS - t0)) s"
 }
 
 write_env() {
 	local dir=$CHROOT$KROOT
-	local env=$NVPM_CACHE/kernel.env
+	local env=$NVPM_CACHE/kernel.env hdr=$dir/pkg/usr/src/linux-headers-$KREL
 	[ "$KSERIES" = 7.3 ] || env=$NVPM_CACHE/kernel-$KSERIES.env
+	[ "$KFLAVOUR" = amd64 ] || env=$NVPM_CACHE/kernel-$KSERIES-$KFLAVOUR.env
 	cat >"$env.tmp" <<EOT
 # Written by scripts/provision.sh: the kernel this build used.
 KPKGVER="$KPKGVER"
@@ -140,7 +200,8 @@ KDIR_CHROOT="$KROOT/linux-source-$KSERIES"
 KDIR_HOST="$dir/linux-source-$KSERIES"
 VMLINUZ="$dir/pkg/usr/lib/modules/$KREL/vmlinuz"
 DEBIAN_MODULES="$dir/pkg/usr/lib/modules/$KREL"
-KMAKE_FLAGS="ARCH=x86 CROSS_COMPILE=x86_64-linux-gnu- CC=x86_64-linux-gnu-gcc-14 HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+KMAKE_FLAGS="$(kmake_flags "$hdr")"
+GUEST_USERLAND="$([ "$KARCH" = amd64 ] || echo "$dir/userland")"
 CHROOT="$CHROOT"
 EOT
 	mv "$env.tmp" "$env"

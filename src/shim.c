@@ -194,13 +194,20 @@ void nvpm_debugfs_exit(void)
 /*
  * The peer-memory API, linked weakly: the kernel's own (inbox) RDMA stack
  * lacks it, and a load there should say so instead of "Unknown symbol".
+ * The code reads their addresses from data (absolute relocations, 0 when
+ * absent): arm64's GCC loads an undefined weak symbol's address from a GOT,
+ * whose relocations the kernel's module loader refuses.
  */
 extern typeof(ib_register_peer_memory_client) ib_register_peer_memory_client __weak;
 extern typeof(ib_unregister_peer_memory_client) ib_unregister_peer_memory_client __weak;
+static typeof(&ib_register_peer_memory_client) nvpm_ib_register __ro_after_init =
+	ib_register_peer_memory_client;
+static typeof(&ib_unregister_peer_memory_client) nvpm_ib_unregister __ro_after_init =
+	ib_unregister_peer_memory_client;
 
 bool nvpm_peer_api_present(void)
 {
-	return ib_register_peer_memory_client && ib_unregister_peer_memory_client;
+	return READ_ONCE(nvpm_ib_register) && READ_ONCE(nvpm_ib_unregister);
 }
 
 void *nvpm_peer_register(const struct peer_memory_client *client,
@@ -208,13 +215,13 @@ void *nvpm_peer_register(const struct peer_memory_client *client,
 {
 	if (!nvpm_peer_api_present())
 		return NULL;
-	return ib_register_peer_memory_client(client, invalidate_callback);
+	return READ_ONCE(nvpm_ib_register)(client, invalidate_callback);
 }
 
 void nvpm_peer_unregister(void *handle)
 {
-	if (handle && ib_unregister_peer_memory_client)
-		ib_unregister_peer_memory_client(handle);
+	if (handle && READ_ONCE(nvpm_ib_unregister))
+		READ_ONCE(nvpm_ib_unregister)(handle);
 }
 
 /* The module providing the peer-memory API ("ib_core"), or "vmlinux". */
@@ -226,7 +233,7 @@ void nvpm_peer_core_name(char *buf, size_t len)
 	strscpy(buf, "vmlinux", len);
 	if (!nvpm_peer_api_present())
 		return;
-	snprintf(sym, sizeof(sym), "%ps", ib_register_peer_memory_client);
+	snprintf(sym, sizeof(sym), "%ps", READ_ONCE(nvpm_ib_register));
 	open = strchr(sym, '[');
 	if (!open)
 		return;

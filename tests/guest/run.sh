@@ -21,6 +21,9 @@
 # extra QEMU options (`make bench`: -icount); GUEST_APPEND extra kernel
 # parameters; GUEST_KMEMLEAK=1 to scan for leaks after the scenarios (the
 # kernel needs kmemleak) and fail on any report.
+# The guest's architecture is the module's (its ELF header): an x86_64 guest
+# gets this root's own busybox and kmod, an aarch64 one (qemu-system-aarch64
+# -M virt) those of GUEST_USERLAND (kernel-*-arm64.env, scripts/provision.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
@@ -29,22 +32,41 @@ ROOT=$OUT/initramfs
 LOG=$OUT/serial.log
 # The second serial port: only the result and bench lines (report in tests/guest/lib.sh).
 RESULTS=$OUT/results.log
+PEERMEM_KO=${GUEST_PEERMEM_KO:-nvidia_peermem.ko}
+case $(file -b "$PEERMEM_KO") in
+*x86-64*) GUEST_ARCH=x86_64 ;;
+*aarch64*) GUEST_ARCH=aarch64 ;;
+*) echo "guest: $PEERMEM_KO: not an x86-64 or aarch64 module" >&2; exit 1 ;;
+esac
+# Binaries for the guest: this root's, or a foreign architecture's userland.
+UL=
+if [ "$GUEST_ARCH" != "$(uname -m)" ]; then
+	UL=${GUEST_USERLAND:?guest: an $GUEST_ARCH guest needs GUEST_USERLAND (provision its kernel)}
+fi
+# $1 of the guest's binaries, in /usr/bin or /bin (an unpacked package has no merged /usr).
+ul_bin() { if [ -e "$UL/usr/bin/$1" ]; then echo "$UL/usr/bin/$1"; else echo "$UL/bin/$1"; fi; }
 rm -rf "$ROOT" && mkdir -p "$ROOT"/{etc,proc,sys,dev,tmp,run,tests,usr/bin,usr/sbin,usr/lib/modules,usr/lib64}
 for d in bin sbin lib lib64; do ln -s "usr/$d" "$ROOT/$d"; done # merged /usr, as in trixie
 
 # busybox and the real kmod (with the libraries it links).
-cp /bin/busybox "$ROOT/usr/bin/busybox"
-cp /usr/bin/kmod "$ROOT/usr/bin/kmod"
-# kmod 33 on opens its decompressors with dlopen (ldd does not list them):
-# without them it reads no .ko.xz or .ko.zst (Debian's modules), and
-# --dump-modversions finds no __versions in a compressed ib_core.
-for lib in $(ldd /usr/bin/kmod | awk '/=>/ {print $3} /ld-linux/ {print $1}') \
-	$(libdir=$(ldd /usr/bin/kmod | awk '/libc\.so/ {print $3}') && cd "$(dirname "$libdir")" && ls "$PWD"/liblzma.so.5 "$PWD"/libzstd.so.1 2>/dev/null); do
-	# under its soname (cp -L), in the directory it really lives in (merged /usr)
-	dir=$(dirname "$(readlink -f "$lib")") && mkdir -p "$ROOT$dir" && cp -L "$lib" "$ROOT$dir/$(basename "$lib")"
-done
-interp=$(ldd /usr/bin/kmod | awk '/ld-linux/ {print $1}') # the loader at the path binaries name
-[ -e "$ROOT$interp" ] || cp -L "$interp" "$ROOT$interp"
+cp "$(ul_bin busybox)" "$ROOT/usr/bin/busybox"
+cp "$(ul_bin kmod)" "$ROOT/usr/bin/kmod"
+if [ -z "$UL" ]; then
+	# kmod 33 on opens its decompressors with dlopen (ldd does not list them):
+	# without them it reads no .ko.xz or .ko.zst (Debian's modules), and
+	# --dump-modversions finds no __versions in a compressed ib_core.
+	for lib in $(ldd /usr/bin/kmod | awk '/=>/ {print $3} /ld-linux/ {print $1}') \
+		$(libdir=$(ldd /usr/bin/kmod | awk '/libc\.so/ {print $3}') && cd "$(dirname "$libdir")" && ls "$PWD"/liblzma.so.5 "$PWD"/libzstd.so.1 2>/dev/null); do
+		# under its soname (cp -L), in the directory it really lives in (merged /usr)
+		dir=$(dirname "$(readlink -f "$lib")") && mkdir -p "$ROOT$dir" && cp -L "$lib" "$ROOT$dir/$(basename "$lib")"
+	done
+	interp=$(ldd /usr/bin/kmod | awk '/ld-linux/ {print $1}') # the loader at the path binaries name
+	[ -e "$ROOT$interp" ] || cp -L "$interp" "$ROOT$interp"
+else
+	# No ldd for another architecture: the userland's libraries and loader, all of them.
+	(cd "$UL" && find usr/lib -maxdepth 2 \( -name '*.so*' -o -name 'ld-linux*' \) \( -type f -o -type l \)) |
+		while IFS= read -r lib; do mkdir -p "$ROOT/$(dirname "$lib")" && cp -P "$UL/$lib" "$ROOT/$lib"; done
+fi
 for t in modprobe insmod rmmod lsmod modinfo depmod; do ln -sf /usr/bin/kmod "$ROOT/usr/sbin/$t"; done
 
 # Debian's modules.dep, computed once per kernel tree.
@@ -55,11 +77,11 @@ touch "$MODDIR"/modules.order "$MODDIR"/modules.builtin "$MODDIR"/modules.builti
 # Debian's real ib_core and everything it needs.
 need=$(awk -F: '$1 ~ /\/ib_core\.ko/ {print $1 $2}' "$DEBIAN_MODULES/modules.dep")
 for m in $need; do mkdir -p "$MODDIR/$(dirname "$m")" && cp "$DEBIAN_MODULES/$m" "$MODDIR/$m"; done
-cp "${GUEST_PEERMEM_KO:-nvidia_peermem.ko}" "$MODDIR/extra/nvidia_peermem.ko"
+cp "$PEERMEM_KO" "$MODDIR/extra/nvidia_peermem.ko"
 # The simulators' driver (tests/tool) and the doctor (src/doctor), built on
 # the host by `make tool`.
 for tool in nvpm-tool nvidia-peermem-doctor; do
-	bin=target/x86_64-unknown-linux-gnu/release/$tool
+	bin=target/$GUEST_ARCH-unknown-linux-gnu/release/$tool
 	[ ! -x "$bin" ] || cp "$bin" "$ROOT/usr/bin/$tool"
 done
 for ko in ${GUEST_EXTRA_KO:-}; do cp "$ko" "$MODDIR/extra/"; done
@@ -85,7 +107,7 @@ if [ -n "${GUEST_EXPECTED_VERSION:-}" ]; then echo "$GUEST_EXPECTED_VERSION"; el
 # packaging scenarios (3x-*.sh), which install them.
 make -s --no-print-directory KDIR= install-utils DESTDIR="$PWD/$ROOT/tests/pkgroot" >/dev/null
 cp /usr/sbin/service "$ROOT/usr/sbin/service"
-cp /usr/bin/dash "$ROOT/usr/bin/dash"
+cp "$(ul_bin dash)" "$ROOT/usr/bin/dash"
 cp tests/guest/init "$ROOT/init"
 chmod +x "$ROOT/init"
 (cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$OUT/initramfs.cpio.gz"
@@ -93,11 +115,17 @@ chmod +x "$ROOT/init"
 echo "guest: booting $KREL (TCG), scenarios: $(cd "$ROOT/tests" && ls [0-9]*.sh | wc -l)"
 rm -f "$LOG" "$RESULTS"
 t0=$SECONDS
+# arm64: QEMU's virt board with PL011 UARTs (ttyAMA0, and ttyAMA1 from the
+# second -serial); pointer authentication's cheap QEMU algorithm keeps TCG fast.
+case $GUEST_ARCH in
+x86_64) qemu=(qemu-system-x86_64 -accel tcg -cpu max) console=ttyS0 ;;
+aarch64) qemu=(qemu-system-aarch64 -M virt -accel tcg -cpu "max,pauth-impdef=on") console=ttyAMA0 ;;
+esac
 # shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
-timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu max -m 2048 -smp 2 \
+timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp 2 \
 	-nographic -no-reboot -serial "file:$LOG" -serial "file:$RESULTS" -monitor none \
 	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
-	-append "console=ttyS0 panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
+	-append "console=$console panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
 echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
 
 tr -d '\r' <"$LOG" >"$LOG.txt"

@@ -393,29 +393,60 @@ fn sweep_registrations(problems: &mut Problems) -> Result<String, String> {
 
 /// finit_module(2) of @path with @params, from this thread (so that its
 /// fail-nth applies); the raw return value (0 or -errno).
-#[cfg(target_arch = "x86_64")]
 fn finit_module(path: &str, params: &str) -> Result<i64, String> {
     use std::ffi::CString;
     use std::os::fd::AsRawFd;
     let file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
     let params = CString::new(params).map_err(|_| "parameters with a NUL".to_string())?;
-    let ret: i64;
     // SAFETY: finit_module(fd, const char *params, int flags) reads the open
-    // file and the NUL-terminated string, both alive for the call; the
-    // syscall instruction clobbers rcx and r11 only.
+    // file and the NUL-terminated string, both alive for the call.
+    Ok(unsafe { sys_finit_module(i64::from(file.as_raw_fd()), params.as_ptr()) })
+}
+
+/// The raw system call (x86_64: number 313; the syscall instruction
+/// clobbers rcx and r11 only).
+///
+/// # Safety
+/// `params` points to a NUL-terminated string.
+#[cfg(target_arch = "x86_64")]
+unsafe fn sys_finit_module(fd: i64, params: *const std::ffi::c_char) -> i64 {
+    let ret: i64;
+    // SAFETY: the caller's; the registers are those of the x86_64 ABI.
     unsafe {
         std::arch::asm!(
             "syscall",
             inlateout("rax") 313i64 => ret,
-            in("rdi") i64::from(file.as_raw_fd()),
-            in("rsi") params.as_ptr(),
+            in("rdi") fd,
+            in("rsi") params,
             in("rdx") 0i64,
             lateout("rcx") _,
             lateout("r11") _,
             options(nostack),
         );
     }
-    Ok(ret)
+    ret
+}
+
+/// The raw system call (arm64: number 273, asm-generic's; `svc #0` returns
+/// in x0 and clobbers nothing else).
+///
+/// # Safety
+/// `params` points to a NUL-terminated string.
+#[cfg(target_arch = "aarch64")]
+unsafe fn sys_finit_module(fd: i64, params: *const std::ffi::c_char) -> i64 {
+    let ret: i64;
+    // SAFETY: the caller's; the registers are those of the arm64 ABI.
+    unsafe {
+        std::arch::asm!(
+            "svc #0",
+            in("x8") 273i64,
+            inlateout("x0") fd => ret,
+            in("x1") params,
+            in("x2") 0i64,
+            options(nostack),
+        );
+    }
+    ret
 }
 
 /// The module's init function that creates the scatterlist slab caches
