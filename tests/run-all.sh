@@ -21,6 +21,8 @@ run_suite guest make --no-print-directory check-guest
 # NVIDIA's own module through the same scenarios (tests/anchor/run.sh).
 run_suite anchor make --no-print-directory check-anchor
 run_suite kernels tests/kernels.sh
+# Debian's arm64 7.3, 4 KiB and 16 KiB pages, cross-built, under TCG.
+run_suite arm64 tests/arm64.sh
 # It rebuilds the module and simulators against the debug kernel (built
 # first when not cached).
 run_suite debug make --no-print-directory check-debug-stress NVPM_RUST=carried
