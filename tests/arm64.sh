@@ -63,8 +63,12 @@ for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 	# kernel has the flavour's page size.
 	# shellcheck source=/dev/null
 	config=$(. "$NVPM_CACHE/$envfile" && echo "$KDIR_HOST/.config")
-	case $flavour in *-16k) want=CONFIG_ARM64_16K_PAGES=y ;; *) want=CONFIG_ARM64_4K_PAGES=y ;; esac
-	check "$flavour/page-size" grep -qx "$want" "$config"
+	case $flavour in
+	*-16k) want=CONFIG_ARM64_16K_PAGES=y bytes=16384 ;;
+	*) want=CONFIG_ARM64_4K_PAGES=y bytes=4096 ;;
+	esac
+	check "$flavour/page-size-config" grep -qx "$want" "$config"
+	check "$flavour/page-size-guest" grep -qx "NVPM-PAGESIZE $bytes" "build/guest-$flavour/serial.log.txt"
 	check "$flavour/module-aarch64" sh -c 'file -b nvidia_peermem.ko | grep -q aarch64'
 	check "$flavour/guest-kernel" grep -q "Linux version 7\.[0-9.]*+deb13-$flavour " "build/guest-$flavour/dmesg.txt"
 done
