@@ -104,17 +104,19 @@ IN_ROOT_MAKE = make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAG
 all: module
 
 # NVPM_KARCH=arm64: Debian's 7.3 kernel of that architecture instead
-# (cross-built, booted with qemu-system-aarch64), its env file in the cache.
+# (cross-built, booted with qemu-system-aarch64), its env file in the cache;
+# NVPM_KFLAVOUR=arm64-16k: Debian's flavour of it with 16 KiB pages.
 NVPM_KARCH ?=
+NVPM_KFLAVOUR ?= $(NVPM_KARCH)
 ifneq ($(NVPM_KARCH),)
-NVPM_KERNEL_ENV ?= kernel-7.3-$(NVPM_KARCH).env
+NVPM_KERNEL_ENV ?= kernel-7.3-$(NVPM_KFLAVOUR).env
 export NVPM_KERNEL_ENV
 endif
 
 ifeq ($(KDIR),)
 # No kernel tree given: build inside the provisioned trixie root, for Debian's 7.3 kernel.
 provision:
-	@$(if $(NVPM_KARCH),KARCH=$(NVPM_KARCH) )scripts/provision.sh
+	@$(if $(NVPM_KARCH),KARCH=$(NVPM_KARCH) KFLAVOUR=$(NVPM_KFLAVOUR) )scripts/provision.sh
 
 vendor-headers:
 	@rm -rf build/vendor && mkdir -p build/vendor

@@ -84,6 +84,23 @@ reg_and_check() {
 	nvpm-tool gpu free "$rc_va" >/dev/null
 }
 
+# reg_range NAME ALLOC LAYOUT OFFSET LENGTH: registers LENGTH bytes at
+# OFFSET into a new buffer of ALLOC bytes, checks the SG list against the
+# GPU's DMA addresses, deregisters and frees.
+reg_range() {
+	rr_va=$(nvpm-tool gpu alloc "$2" --layout "$3") || { fail "$1" "alloc failed"; return; }
+	if rr_id=$(nvpm-tool core reg "$(printf '0x%x' $((rr_va + $4)))" "$5" 2>&1); then
+		expect_ok "$1/sg" nvpm-tool expect-sg "$rr_id"
+		expect_ok "$1/dereg" nvpm-tool core dereg "$rr_id"
+	else
+		fail "$1/reg" "$rr_id"
+	fi
+	nvpm-tool gpu free "$rr_va" >/dev/null
+}
+
+# The guest kernel's page size (4 KiB, 16 KiB on arm64-16k, 64 KiB).
+os_page_size() { awk '/^KernelPageSize:/ { print $2 * 1024; exit }' /proc/self/smaps; }
+
 # expect_nothing_held NAME: no pin, mapping or MR is alive and no simulator
 # saw a contract violation, nor the GPU simulator a client bug of its own
 # checks (GPU buffers may still be allocated).

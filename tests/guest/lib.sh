@@ -7,10 +7,13 @@
 [ ! -r /tests/env ] || . /tests/env
 
 # report LINE: to the console and to the results port (init), where no
-# kernel message can cut into it.
+# kernel message can cut into it. Each result line is also counted in
+# /tmp/nvpm-reported, whose total init sends last: run.sh fails a run that
+# received fewer.
 report() {
 	echo "$*"
 	echo "$*" >>"${NVPM_RESULTS:-/dev/null}"
+	case $* in NVPM-RESULT\ *) echo >>/tmp/nvpm-reported ;; esac
 }
 
 # The anchor suite (tests/anchor/run.sh, ANCHOR=1) runs NVIDIA's own

@@ -150,6 +150,23 @@ if ! grep -q '^NVPM-DONE' "$LOG.txt"; then
 else
 	pass=$((pass + 1))
 fi
+# Every result line the scenarios reported (init's count) arrived: a port
+# that delivered nothing, or a console that cut lines, fails here.
+reported=$(sed -n 's/^NVPM-REPORTED \([0-9]*\)$/\1/p' "$RESULTS.txt" "$LOG.txt" | head -n1)
+received=$(grep -c '^NVPM-RESULT ' "$from" || true)
+if [ -z "$reported" ]; then
+	# Without NVPM-DONE, guest/completed has failed already.
+	if grep -q '^NVPM-DONE' "$LOG.txt"; then
+		echo "  FAIL guest/results-complete: the guest sent no count of its results"
+		fail=$((fail + 1))
+	fi
+elif [ "$reported" != "$received" ]; then
+	echo "  FAIL guest/results-complete: the scenarios reported $reported results, $received arrived ($from)"
+	fail=$((fail + 1))
+else
+	echo "  PASS guest/results-complete ($received)"
+	pass=$((pass + 1))
+fi
 # dmesg of the whole run, dumped by init between markers.
 sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$LOG.txt" >"$OUT/dmesg.txt"
 # Lockdep and sleep-in-atomic reports start with WARNING: or BUG:, except
