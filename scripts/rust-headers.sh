@@ -12,7 +12,7 @@
 # copies it into the headers:
 #   rust/lib{core,compiler_builtins,ffi,build_error,...,kernel}.rmeta
 #   rust/lib{macros,pin_init_internal,zerocopy_derive}.so   (proc macros)
-#   scripts/target.json
+#   scripts/target.json   (where the architecture's Makefile names one: x86)
 #
 # Usage:
 #   rust-headers.sh [--source TARBALL|DIR] KREL [HEADERS_DIR]
@@ -46,13 +46,25 @@ die() {
 	exit 1
 }
 
-# The files an out-of-tree Rust module needs, relative to the headers dir.
+# The files an out-of-tree Rust module needs, relative to the headers dir:
+# the target spec only where the build made one (arm64 uses rustc's own
+# aarch64-unknown-none targets).
 overlay_files() ( # $1 = tree
-	cd "$1" && find rust -maxdepth 1 \( -name '*.rmeta' -o -name '*.so' \) -type f | LC_ALL=C sort && echo scripts/target.json
+	cd "$1" && find rust -maxdepth 1 \( -name '*.rmeta' -o -name '*.so' \) -type f | LC_ALL=C sort &&
+		if [ -f scripts/target.json ]; then echo scripts/target.json; fi
 )
 
+# Whether the kernel's rustc reads scripts/target.json: its arch Makefile
+# names it (x86), as kbuild/rust-mode.sh decides. Without the arch Makefile,
+# assume it does.
+needs_target_json() { # $1 = headers dir
+	nt_arch=$(sed -n -e 's/^CONFIG_X86=y$/x86/p' -e 's/^CONFIG_ARM64=y$/arm64/p' "$1/.config")
+	[ -z "$nt_arch" ] || [ ! -f "$1/arch/$nt_arch/Makefile" ] || grep -qs 'scripts/target\.json' "$1/arch/$nt_arch/Makefile"
+}
+
 rust_ready() { # $1 = headers dir
-	[ -f "$1/scripts/target.json" ] && [ -f "$1/rust/libkernel.rmeta" ] && [ -f "$1/rust/libmacros.so" ]
+	{ [ -f "$1/scripts/target.json" ] || ! needs_target_json "$1"; } &&
+		[ -f "$1/rust/libkernel.rmeta" ] && [ -f "$1/rust/libmacros.so" ]
 }
 
 config_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$2"; }
@@ -263,10 +275,11 @@ if [ ! -f "$store/.complete" ]; then
 fi
 
 # --- copy it into the headers ----------------------------------------------
-# scripts/ is shared by a kernel's flavours on Debian, so target.json is
-# compared even when this overlay is in place already.
+# scripts/ is shared by a kernel's flavours on Debian, so target.json (if
+# the overlay has one) is compared even when this overlay is in place already.
 list=$CACHE/$KREL/installed
-if [ -f "$list" ] && grep -qx "# key: $key" "$list" && cmp -s "$store/scripts/target.json" "$HDR/scripts/target.json"; then
+if [ -f "$list" ] && grep -qx "# key: $key" "$list" &&
+	{ [ ! -f "$store/scripts/target.json" ] || cmp -s "$store/scripts/target.json" "$HDR/scripts/target.json"; }; then
 	say "$HDR is Rust-capable (overlay $key in place)"
 	exit 0
 fi
