@@ -6,7 +6,7 @@
 //! the exact toolchain it names, or carried mode's toolchain; where it
 //! enforces signatures, the module must be signed.
 
-use super::rust_mode::{Mode, RustMode, Why};
+use super::rust_mode::{self, Mode, RustMode, Why};
 use super::{list, Ctx, MODULE};
 use crate::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
 use crate::kconfig::KConfig;
@@ -18,12 +18,19 @@ use crate::toolchain::Found;
 /// The switch that turns module loading off until the next boot.
 pub const MODULES_DISABLED: &str = "/proc/sys/kernel/modules_disabled";
 
-/// Files an out-of-tree Rust module links against (as `scripts/rust-headers.sh` checks).
-const RUST_BUILD_FILES: [&str; 3] = [
-    "rust/libkernel.rmeta",
-    "rust/libmacros.so",
-    "scripts/target.json",
-];
+/// Files an out-of-tree Rust module links against in the kernel tree
+/// `build` (as `scripts/rust-headers.sh` checks): the target spec only where
+/// the architecture has one.
+fn rust_build_files(ctx: &Ctx<'_>, build: &str) -> Vec<&'static str> {
+    let mut files = vec![rust_mode::KERNEL_CRATE, "rust/libmacros.so"];
+    if ctx
+        .config()
+        .is_none_or(|c| rust_mode::needs_target_spec(ctx.root, build, c))
+    {
+        files.push(rust_mode::TARGET_SPEC);
+    }
+    files
+}
 
 /// `kernel 7.3.4+deb13-amd64`, or `this kernel`.
 fn kernel_name(ctx: &Ctx<'_>) -> String {
@@ -492,7 +499,7 @@ fn headers_state(ctx: &Ctx<'_>, rm: &RustMode) -> Headers {
             None => Headers::Unconfigured { release, build },
         };
     }
-    let missing = RUST_BUILD_FILES
+    let missing = rust_build_files(ctx, &build)
         .iter()
         .filter(|f| !ctx.root.exists(&format!("{build}/{f}")))
         .map(|f| f.to_string())
@@ -577,7 +584,7 @@ pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
             unconfigured_fix(release),
         ),
         Headers::Configured { release, build, .. }
-            if matches!(rm.mode, Mode::Carried(Why::NoCrates(_))) =>
+            if matches!(rm.mode, Mode::Carried(Why::NoCrates { .. })) =>
         {
             dkms_crates(ctx, c, rm, release, build)
         }
@@ -626,7 +633,7 @@ fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
     if ctx.config().is_some_and(|c| !c.enabled("CONFIG_RUST")) {
         return Vec::new();
     }
-    RUST_BUILD_FILES
+    rust_build_files(ctx, build)
         .iter()
         .map(|f| {
             let present = ctx.root.exists(&format!("{build}/{f}"));

@@ -11,8 +11,37 @@ use crate::kmod::modules_dir;
 use crate::root::Root;
 use crate::toolchain::{self, Found};
 
-/// The files whose presence lets `rust-mode.sh` take the kernel's own crates.
-pub(crate) const KERNEL_CRATES: [&str; 2] = ["rust/libkernel.rmeta", "scripts/target.json"];
+/// The compiled kernel crate, whose presence lets `rust-mode.sh` take the
+/// kernel's own crates.
+pub(crate) const KERNEL_CRATE: &str = "rust/libkernel.rmeta";
+
+/// The target spec the kernel's rustc reads where the architecture has one.
+pub(crate) const TARGET_SPEC: &str = "scripts/target.json";
+
+/// Whether the kernel in `tree` hands rustc `scripts/target.json`: its arch
+/// Makefile names it (x86; arm64 uses rustc's own aarch64-unknown-none
+/// targets). Without the arch Makefile, assume it does (as `rust-mode.sh`).
+pub(crate) fn needs_target_spec(root: &Root, tree: &str, config: &KConfig) -> bool {
+    let arch = if config.enabled("CONFIG_X86") {
+        "x86"
+    } else if config.enabled("CONFIG_ARM64") {
+        "arm64"
+    } else {
+        return true;
+    };
+    root.read_text(&format!("{tree}/arch/{arch}/Makefile"))
+        .is_none_or(|makefile| makefile.contains(TARGET_SPEC))
+}
+
+/// The files whose presence lets `rust-mode.sh` take the kernel's own crates
+/// from `tree`.
+pub(crate) fn kernel_crates(root: &Root, tree: &str, config: &KConfig) -> Vec<&'static str> {
+    let mut files = vec![KERNEL_CRATE];
+    if needs_target_spec(root, tree, config) {
+        files.push(TARGET_SPEC);
+    }
+    files
+}
 
 /// The crate this module needs that kernels before 6.13 lack (6.8's have Rust).
 pub(crate) const KERNEL_FFI_CRATE: &str = "rust/libffi.rmeta";
@@ -25,8 +54,12 @@ const RUST_SRC: &str = "lib/rustlib/src/rust/library/core/src/lib.rs";
 pub(crate) enum Why {
     /// `CONFIG_RUST` is not set; `no_rustc`: no rustc was found when it was configured.
     NoRust { no_rustc: bool },
-    /// The kernel tree (`None`: the release is unknown) lacks its compiled crates.
-    NoCrates(Option<String>),
+    /// The kernel tree (`None`: the release is unknown) lacks its compiled
+    /// crates, `files` (the crate, and the target spec where one is read).
+    NoCrates {
+        tree: Option<String>,
+        files: Vec<&'static str>,
+    },
     /// The crates in the tree are older than this module needs (no ffi crate).
     OldCrates(String),
     /// The crates were built by another rustc than the one on PATH.
@@ -45,15 +78,18 @@ impl Why {
                  set; no rustc was found when it was configured)"
                     .to_string()
             }
-            Why::NoCrates(Some(tree)) => format!(
+            Why::NoCrates {
+                tree: Some(tree),
+                files,
+            } => format!(
                 "the kernel's compiled Rust crates are not in {tree} ({})",
-                KERNEL_CRATES.join(", ")
+                files.join(", ")
             ),
             Why::OldCrates(tree) => format!(
                 "the kernel's Rust crates in {tree} are older than this module needs (no ffi crate, \
                  {KERNEL_FFI_CRATE}: Linux 6.13 and later have it)"
             ),
-            Why::NoCrates(None) => {
+            Why::NoCrates { tree: None, .. } => {
                 "the kernel release is unknown, so are its compiled Rust crates".to_string()
             }
             Why::OtherRustc { built_by, on_path } if built_by.is_empty() => format!(
@@ -142,11 +178,12 @@ pub(crate) fn read(
     let rustc = toolchain::find(root, path, "rustc");
     let bindgen = toolchain::find(root, path, "bindgen");
     let tree = release.map(|r| format!("{}/build", modules_dir(r)));
-    let crates = tree.as_deref().is_some_and(|t| {
-        KERNEL_CRATES
-            .iter()
-            .all(|f| root.exists(&format!("{t}/{f}")))
-    });
+    let files = tree
+        .as_deref()
+        .map_or_else(|| vec![KERNEL_CRATE], |t| kernel_crates(root, t, c));
+    let crates = tree
+        .as_deref()
+        .is_some_and(|t| files.iter().all(|f| root.exists(&format!("{t}/{f}"))));
     // As rust-mode.sh compares them: a missing text and a missing rustc are both empty.
     let built_by = c.get("CONFIG_RUSTC_VERSION_TEXT").unwrap_or("");
     let on_path = rustc.as_ref().and_then(|f| f.version.as_deref().ok());
@@ -155,7 +192,7 @@ pub(crate) fn read(
             no_rustc: c.get("CONFIG_RUSTC_VERSION") == Some("0"),
         })
     } else if !crates {
-        Mode::Carried(Why::NoCrates(tree))
+        Mode::Carried(Why::NoCrates { tree, files })
     } else if let Some(t) = tree
         .as_deref()
         .filter(|t| !root.exists(&format!("{t}/{KERNEL_FFI_CRATE}")))
@@ -383,7 +420,11 @@ mod tests {
     #[test]
     fn reasons() {
         assert_eq!(
-            Why::NoCrates(Some("/lib/modules/7.3.4+deb13-amd64/build".to_string())).text(),
+            Why::NoCrates {
+                tree: Some("/lib/modules/7.3.4+deb13-amd64/build".to_string()),
+                files: vec![KERNEL_CRATE, TARGET_SPEC],
+            }
+            .text(),
             "the kernel's compiled Rust crates are not in /lib/modules/7.3.4+deb13-amd64/build \
              (rust/libkernel.rmeta, scripts/target.json)"
         );
