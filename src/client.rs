@@ -111,11 +111,14 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
             if !ABI_LOGGED.load(Ordering::Relaxed) && !ABI_LOGGED.swap(true, Ordering::Relaxed) {
                 pr_info!("NVIDIA driver page-table ABI {}\n", info.abi);
             }
-            if info.cpu_cacheable && crate::shim::ratelimit() {
-                pr_info!(
-                    "pages at {:#x} are CPU-cacheable (coherent platform)\n",
-                    range.start()
-                );
+            if info.cpu_cacheable {
+                STATS.add(Counter::CpuCacheablePins, 1);
+                if crate::shim::ratelimit() {
+                    pr_info!(
+                        "pages at {:#x} are CPU-cacheable (coherent platform)\n",
+                        range.start()
+                    );
+                }
             }
             Some(pin)
         }
@@ -152,7 +155,19 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
         P2pError::Driver(e) if is_not_supported(e) && kind == PinKind::Persistent => {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(
-                    "persistent pinning refused (MIG or vGPU?): registrations fall back to revocable pages\n"
+                    "persistent pinning refused (MIG, vGPU, or memory the driver keeps from RDMA such as localized memory on a coherent platform): registrations fall back to revocable pages\n"
+                );
+            }
+        }
+        // p2p.c RmThirdPartyP2PNVLinkGetPages: NV_ERR_NOT_SUPPORTED for
+        // localized memory over coherent (C2C) mappings.
+        P2pError::Driver(e) if is_not_supported(e) => {
+            STATS.add(Counter::ErrorsAcquire, 1);
+            if crate::shim::ratelimit() {
+                pr_err!(
+                    "cannot pin {} bytes at {:#x}: the NVIDIA driver does not allow RDMA on this memory (-ENOTSUPP); on a coherent platform (Grace Hopper, Grace Blackwell) it refuses memory allocated as localized: allocate the buffer without localization\n",
+                    range.len(),
+                    range.start()
                 );
             }
         }
@@ -235,6 +250,10 @@ fn map_failed(range: GpuRange, e: MapError<P2pError, Error>) -> Error {
                         e
                     )
                 }
+                MapError::Driver(P2pError::Driver(e)) if is_not_supported(e) => pr_err!(
+                    "cannot map {:#x} for the NIC: the NVIDIA driver refused (-ENOTSUPP): on a Grace (TH500), Ampere Altra or AmpereOne chipset it allows GPUDirect RDMA only when GPU and NIC share a PCIe switch; put them under one switch, or set NVreg_GrdmaPciTopoCheckOverride=1 (nvidia module option) if this platform's PCIe P2P is known good (2 refuses every PCIe GPU)\n",
+                    start
+                ),
                 MapError::Driver(why) => {
                     pr_err!("cannot map {:#x} for the NIC: {}\n", start, why)
                 }

@@ -26,6 +26,8 @@ counters! {
     ContextsLive => c"contexts_live",
     PinnedBytes => c"pinned_bytes",
     Registrations => c"registrations",
+    // Registrations whose page table had NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE.
+    CpuCacheablePins => c"cpu_cacheable_pins",
     Deregistrations => c"deregistrations",
     Declines => c"declines",
     Invalidations => c"invalidations",

@@ -64,6 +64,7 @@
 #include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/sizes.h>
 #include <linux/poison.h>
 #include <linux/prandom.h>
 #include <linux/sched.h>
@@ -98,6 +99,13 @@
 /* A 1.2 table is 32 bytes: what follows is not the client's to read. */
 #define GSIM_V1_TRAILER 0xa5a5a5a5
 
+/*
+ * coherent=1: the fake coherentCpuFbBase, where the CPU (and a NIC over
+ * C2C) sees the GPU's memory (p2p.c RmThirdPartyP2PNVLinkGetPages: page
+ * addresses are coherentCpuFbBase + the page's physical address).
+ */
+#define GSIM_C2C_BASE 0x400000000000ULL
+
 #define GSIM_PT_VERSION_1_2 0x00010002
 #define GSIM_PT_VERSION_2_0 0x00020000
 
@@ -120,6 +128,54 @@ static bool cpu_cacheable;
 module_param(cpu_cacheable, bool, 0644);
 MODULE_PARM_DESC(cpu_cacheable, "Set NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE in 2.0 tables");
 
+/*
+ * coherent: the GPU is on a cache-coherent link to the CPU (C2C, NVLink:
+ * GH200, GB200), NVIDIA's pNv->coherent. Load only: a property of the GPU.
+ * Pins are C2C addresses, CPU-cacheable; localized memory is refused
+ * (-ENOTSUPP); dma_map_pages maps OS pages and hands back one address per
+ * 64 KiB page, and skips the PCIe topology check; FORCE_BAR1 pins are BAR1
+ * addresses that cannot be dma-mapped. tests/README.md cites the source.
+ */
+static bool coherent;
+module_param(coherent, bool, 0444);
+MODULE_PARM_DESC(coherent, "A coherent (C2C) GPU, as GH200/GB200: C2C addresses, CPU-cacheable, per-OS-page DMA mapping (load only)");
+
+/*
+ * The PCIe topology rule of rm_p2p_dma_map_pages (non-coherent GPUs),
+ * nv-pci.c nv_grdma_pci_topology_supported: the override first (1 allow,
+ * 2 deny), then a passthrough VM is allowed, then on a chipset incapable of
+ * PCIe P2P (osinit.c _checkP2pChipsetSupport: TH500, Ampere Altra,
+ * AmpereOne) only a peer that shares a PCI bridge with the GPU
+ * (nv_pci_has_common_pci_switch). The GPU has no PCI device here, so the
+ * chipset, the shared bridge and passthrough are knobs.
+ */
+static bool p2p_unsupported_chipset;
+module_param(p2p_unsupported_chipset, bool, 0644);
+MODULE_PARM_DESC(p2p_unsupported_chipset, "NV_FLAG_PCI_P2P_UNSUPPORTED_CHIPSET: a Grace (TH500), Ampere Altra or AmpereOne root complex");
+
+static bool common_switch;
+module_param(common_switch, bool, 0644);
+MODULE_PARM_DESC(common_switch, "The peer shares a PCI bridge (switch) with the GPU (nv_pci_has_common_pci_switch)");
+
+static bool passthrough;
+module_param(passthrough, bool, 0644);
+MODULE_PARM_DESC(passthrough, "NV_FLAG_PASSTHRU: the GPU is passed through to a VM");
+
+/* The driver's registry key of that name (nv-reg.h): 0 check, 1 allow, 2 deny. */
+static uint NVreg_GrdmaPciTopoCheckOverride;
+module_param(NVreg_GrdmaPciTopoCheckOverride, uint, 0644);
+MODULE_PARM_DESC(NVreg_GrdmaPciTopoCheckOverride, "0: the driver's PCIe topology check; 1: allow; 2: deny");
+
+/*
+ * Test knob iova_split (coherent): the simulated IOMMU gives the last OS
+ * page of each 64 KiB GPU page an IOVA apart from the others, as a map
+ * broken into submaps may (osapi.c RmP2PDmaMapPages): the driver's
+ * contiguity check then fails the map (NV_ERR_INVALID_STATE, -EIO).
+ */
+static bool iova_split;
+module_param(iova_split, bool, 0644);
+MODULE_PARM_DESC(iova_split, "coherent: the OS pages of a GPU page get non-contiguous IOVAs (the driver's map then fails, -EIO)");
+
 static bool persistent_api = true;
 module_param(persistent_api, bool, 0644);
 MODULE_PARM_DESC(persistent_api, "Persistent API supported (0: -ENOTSUPP, as on MIG and vGPU)");
@@ -137,10 +193,11 @@ MODULE_PARM_DESC(free_revoked, "Free the tables the driver frees for real (defau
 
 enum gsim_bad_data {
 	BAD_NONE, BAD_PT_VERSION, BAD_PAGE_SIZE, BAD_DMA_VERSION, BAD_ENTRIES,
+	BAD_DMA_ENTRIES,
 };
 
 static const char *const gsim_bad_data_names[] = {
-	"none", "pt_version", "page_size", "dma_version", "entries",
+	"none", "pt_version", "page_size", "dma_version", "entries", "dma_entries",
 };
 
 static int bad_data = BAD_NONE;
@@ -148,7 +205,7 @@ static struct sim_enum_param bad_data_param = {
 	gsim_bad_data_names, ARRAY_SIZE(gsim_bad_data_names), &bad_data
 };
 module_param_cb(bad_data, &sim_enum_param_ops, &bad_data_param, 0644);
-MODULE_PARM_DESC(bad_data, "Hand out bad data: none, pt_version, page_size (4 KiB), dma_version, entries");
+MODULE_PARM_DESC(bad_data, "Hand out bad data: none, pt_version, page_size (4 KiB), dma_version, entries, dma_entries (one per 4 KiB)");
 
 static unsigned int cost_us;
 module_param(cost_us, uint, 0644);
@@ -222,6 +279,7 @@ struct gsim_buffer {
 	unsigned long *frames;		/* the frame (64 KiB of fake VRAM) of each page */
 	unsigned int pins;		/* pins on this buffer, of both kinds */
 	bool freed;			/* cudaFree'd, kept for persistent pins */
+	bool localized;			/* MEMDESC_FLAGS_ALLOC_AS_LOCALIZED */
 };
 
 enum gsim_pin_state {
@@ -317,6 +375,8 @@ static struct {
 	atomic_long_t raced_late_max_us;	/* the latest read of a freed table, after its free */
 	atomic_long_t api_waits;	/* calls that waited for the API lock held by a free */
 	atomic_long_t unmaps_in_callback;	/* unmaps while the table's callback ran */
+	atomic_long_t os_pages_mapped;	/* OS pages the coherent map path mapped */
+	atomic_long_t topology_refusals;	/* maps refused by the PCIe topology rule */
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
 	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
@@ -345,6 +405,17 @@ static u8 gsim_uuid[NVIDIA_P2P_GPU_UUID_LEN] = "GPU-sim-0000001";
 static u64 gsim_frame_addr(unsigned long frame)
 {
 	return GSIM_BAR_BASE + ((u64)frame << GSIM_PAGE_SHIFT);
+}
+
+/*
+ * The address a pin hands out for a frame: its C2C address on a coherent
+ * GPU (RmThirdPartyP2PNVLinkGetPages), else (and for FORCE_BAR1) BAR1.
+ */
+static u64 gsim_page_addr(unsigned long frame, bool force_bar1)
+{
+	if (coherent && !force_bar1)
+		return GSIM_C2C_BASE + ((u64)frame << GSIM_PAGE_SHIFT);
+	return gsim_frame_addr(frame);
 }
 
 /* ---- Buffers (cudaMalloc/cudaFree) ------------------------------------ */
@@ -401,7 +472,7 @@ static void gsim_buffer_free(struct gsim_buffer *buf)
 	kfree(buf);
 }
 
-static int gsim_alloc(u64 size, enum gsim_layout layout, u64 *va)
+static int gsim_alloc(u64 size, enum gsim_layout layout, bool localized, u64 *va)
 {
 	struct gsim_buffer *buf;
 	int ret;
@@ -415,6 +486,7 @@ static int gsim_alloc(u64 size, enum gsim_layout layout, u64 *va)
 	buf->size = size;
 	buf->npages = size >> GSIM_PAGE_SHIFT;
 	buf->layout = layout;
+	buf->localized = localized;
 	buf->frames = kvcalloc(buf->npages, sizeof(*buf->frames), GFP_KERNEL);
 	if (!buf->frames) {
 		kfree(buf);
@@ -536,13 +608,19 @@ static void gsim_fill_table(struct gsim_pin *pin)
 
 	for (i = 0; i < n; i++)
 		pin->page_ptrs[i]->physical_address =
-			gsim_frame_addr(pin->buf->frames[first + i]);
+			gsim_page_addr(pin->buf->frames[first + i], pin->force_bar1);
 	if (READ_ONCE(page_table_version) == PT_ABI_1_2) {
 		pt->version = GSIM_PT_VERSION_1_2;
 		pt->flags = GSIM_V1_TRAILER;
 	} else {
+		/*
+		 * Over C2C the pages are CPU-cacheable, over BAR1 not (p2p.c
+		 * RmThirdPartyP2PNVLinkGetPages, RmThirdPartyP2PBAR1GetPages;
+		 * nv-p2p.c nv_p2p_get_pages sets the flag). cpu_cacheable
+		 * sets it anyway.
+		 */
 		pt->version = GSIM_PT_VERSION_2_0;
-		pt->flags = READ_ONCE(cpu_cacheable) ?
+		pt->flags = READ_ONCE(cpu_cacheable) || (coherent && !pin->force_bar1) ?
 			    NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE : 0;
 	}
 	pt->page_size = NVIDIA_P2P_PAGE_SIZE_64KB;
@@ -572,6 +650,14 @@ static int gsim_pin(u64 va, u64 len, struct nvidia_p2p_page_table **page_table,
 	buf = gsim_find_buffer(va, len);
 	if (!buf)
 		return -EINVAL;
+	/*
+	 * p2p.c RmThirdPartyP2PNVLinkGetPages: "RDMA is not supported for
+	 * localized memory over coherent mappings", NV_ERR_NOT_SUPPORTED
+	 * (nv-p2p.c nvidia_p2p_map_status: -ENOTSUPP). The BAR1 path (a
+	 * non-coherent GPU, FORCE_BAR1) does not check.
+	 */
+	if (coherent && !force_bar1 && buf->localized)
+		return -ENOTSUPP;
 	n = len >> GSIM_PAGE_SHIFT;
 	pin = kzalloc(sizeof(*pin), GFP_KERNEL);
 	if (!pin)
@@ -1026,6 +1112,9 @@ int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 		ret = -ENOTSUPP;
 	else if (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
 		ret = -EINVAL;
+	/* p2p.c RmP2PGetPagesPersistent: forced PCIe on a coherent GPU only. */
+	else if ((flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING) && !coherent)
+		ret = -ENOTSUPP;
 	if (!ret) {
 		mutex_lock(&gsim.lock);
 		ret = gsim_pin(virtual_address, length, page_table, NULL, NULL, true,
@@ -1389,16 +1478,131 @@ static int gsim_map_read_table(struct pci_dev *peer, struct nvidia_p2p_page_tabl
 	m->dm.version = READ_ONCE(bad_data) == BAD_DMA_VERSION ?
 			0x00010000 : NVIDIA_P2P_DMA_MAPPING_VERSION;
 	m->dm.page_size_type = pt->page_size;
+	/* nv-p2p.c: dma_mapping->entries = page_table->entries, always. */
 	m->dm.entries = pt->entries;
+	/* Mapped under the API lock (gsim_rm_map). */
 	for (i = 0; i < pt->entries; i++)
-		m->dm.dma_addresses[i] = pin->page_ptrs[i]->physical_address +
-					 m->dev->dma_offset;
+		m->dm.dma_addresses[i] = pin->page_ptrs[i]->physical_address;
 	m->dm.private = m;
 	m->dm.pci_dev = peer;
 	kref_get(&pin->ref);
 	*pinp = pin;
 	*mp = m;
 	return 0;
+}
+
+/* nv-pci.c nv_grdma_pci_topology_supported, for a non-coherent GPU. */
+static bool gsim_topology_supported(void)
+{
+	switch (READ_ONCE(NVreg_GrdmaPciTopoCheckOverride)) {
+	case 1:
+		return true;
+	case 2:
+		return false;
+	}
+	if (READ_ONCE(passthrough))
+		return true;
+	if (READ_ONCE(p2p_unsupported_chipset))
+		return READ_ONCE(common_switch);
+	return true;
+}
+
+/*
+ * The coherent path: osapi.c RmP2PDmaMapPages. A 64 KiB page larger than
+ * the OS's is inflated to its OS pages, which are mapped one by one
+ * (nv_dma_map_alloc); each GPU page's OS pages must have come out
+ * IOVA-contiguous (else NV_ERR_INVALID_STATE: -EIO), and the client gets
+ * the IOVA of each GPU page's first OS page: one address per 64 KiB page.
+ */
+static int gsim_map_coherent(struct gsim_mapping *m)
+{
+	u32 per = GSIM_PAGE_SIZE >> PAGE_SHIFT, n = m->dm.entries, i, j, count;
+	u64 *os, k;
+
+	/* NV_ASSERT_OR_RETURN(pageSize >= os_page_size, NV_ERR_INVALID_ARGUMENT) */
+	if (!per)
+		return -EINVAL;
+	if (per == 1) {
+		for (i = 0; i < n; i++)
+			m->dm.dma_addresses[i] += m->dev->dma_offset;
+		atomic_long_add(n, &gsim.os_pages_mapped);
+		return 0;
+	}
+	os = kvcalloc((size_t)n * per, sizeof(*os), GFP_KERNEL);
+	if (!os)
+		return -ENOMEM;
+	for (i = 0, k = 0; i < n; i++)
+		for (j = 0; j < per; j++, k++) {
+			os[k] = m->dm.dma_addresses[i] + ((u64)j << PAGE_SHIFT) +
+				m->dev->dma_offset;
+			if (READ_ONCE(iova_split) && j == per - 1)
+				os[k] += GSIM_PAGE_SIZE;
+		}
+	atomic_long_add(k, &gsim.os_pages_mapped);
+	for (k = 1, count = 0; k < (u64)n * per; k++) {
+		if (++count == per) {
+			count = 0;
+			continue;
+		}
+		if (os[k] != os[k - 1] + PAGE_SIZE) {
+			kvfree(os);
+			return -EIO;
+		}
+	}
+	for (i = 0; i < n; i++)
+		m->dm.dma_addresses[i] = os[(u64)i * per];
+	kvfree(os);
+	return 0;
+}
+
+/*
+ * bad_data=dma_entries: one entry per 4 KiB (16 per GPU page), each 4 KiB
+ * on: a mapping of the kind the issue supposed, which NVIDIA's source never
+ * returns (dma_mapping->entries is the table's).
+ */
+static int gsim_bad_dma_entries(struct gsim_mapping *m)
+{
+	u32 per = GSIM_PAGE_SIZE / SZ_4K, n = m->dm.entries, i, j;
+	u64 *a = kcalloc((size_t)n * per, sizeof(*a), GFP_KERNEL);
+
+	if (!a)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < per; j++)
+			a[i * per + j] = m->dm.dma_addresses[i] + (u64)j * SZ_4K;
+	kfree(m->dm.dma_addresses);
+	m->dm.dma_addresses = a;
+	m->dm.entries = n * per;
+	return 0;
+}
+
+/*
+ * The middle of dma_map_pages, under the API lock: osapi.c
+ * rm_p2p_dma_map_pages. A coherent GPU maps over C2C (RmP2PDmaMapPages) and
+ * skips the topology check; otherwise the PCIe topology rule, then BAR1
+ * pages mapped for the peer. A mapping built from a table freed before the
+ * read (m->dev NULL, poison) is handed out as read.
+ */
+static int gsim_rm_map(struct gsim_mapping *m)
+{
+	u32 i;
+	int ret;
+
+	if (!m->dev)
+		return 0;
+	if (coherent) {
+		ret = gsim_map_coherent(m);
+	} else if (!gsim_topology_supported()) {
+		atomic_long_inc(&gsim.topology_refusals);
+		ret = -ENOTSUPP;	/* NV_ERR_NOT_SUPPORTED */
+	} else {
+		for (i = 0; i < m->dm.entries; i++)
+			m->dm.dma_addresses[i] += m->dev->dma_offset;
+		ret = 0;
+	}
+	if (!ret && READ_ONCE(bad_data) == BAD_DMA_ENTRIES)
+		ret = gsim_bad_dma_entries(m);
+	return ret;
 }
 
 /*
@@ -1447,7 +1651,10 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 		ret = gsim_api_lock(FN_DMA_MAP_PAGES);
 	}
 	if (!ret) {
+		ret = gsim_rm_map(m);
 		gsim_api_unlock();
+	}
+	if (!ret) {
 		gsim_map_insert(pin, m);
 		*dma_mapping = &m->dm;
 		m = NULL;
@@ -1685,21 +1892,27 @@ EXPORT_SYMBOL_GPL(nvidia_sim_callbacks_started);
 static int gsim_cmd_alloc(int argc, char **argv, struct sim_reply *r)
 {
 	int layout = READ_ONCE(default_layout);
+	bool localized = false;
 	u64 size, va;
-	int ret;
+	int i, ret;
 
 	if (sim_parse_size(argv[1], &size)) {
 		sim_reply(r, "error: bad size '%s'\n", argv[1]);
 		return -EINVAL;
 	}
-	if (argc > 2) {
-		layout = match_string(gsim_layout_names, ARRAY_SIZE(gsim_layout_names), argv[2]);
-		if (layout < 0) {
-			sim_reply(r, "error: unknown layout '%s'\n", argv[2]);
+	for (i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "localized") && !localized) {
+			localized = true;
+			continue;
+		}
+		ret = match_string(gsim_layout_names, ARRAY_SIZE(gsim_layout_names), argv[i]);
+		if (ret < 0 || i != 2) {
+			sim_reply(r, "error: unknown layout '%s'\n", argv[i]);
 			return -EINVAL;
 		}
+		layout = ret;
 	}
-	ret = gsim_alloc(size, layout, &va);
+	ret = gsim_alloc(size, layout, localized, &va);
 	if (ret == -ENOMEM)
 		sim_reply(r, "error: out of fake VRAM (vram_mb=%u)\n", vram_mb);
 	if (ret)
@@ -1804,6 +2017,8 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 	atomic_long_set(&gsim.raced_late_max_us, 0);
 	atomic_long_set(&gsim.api_waits, 0);
 	atomic_long_set(&gsim.unmaps_in_callback, 0);
+	atomic_long_set(&gsim.os_pages_mapped, 0);
+	atomic_long_set(&gsim.topology_refusals, 0);
 	return 0;
 }
 
@@ -1841,6 +2056,8 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "maps.raced_late_max_us %ld\n", atomic_long_read(&gsim.raced_late_max_us));
 	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
+	seq_printf(s, "maps.os_pages %ld\n", atomic_long_read(&gsim.os_pages_mapped));
+	seq_printf(s, "maps.topology_refused %ld\n", atomic_long_read(&gsim.topology_refusals));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
 	seq_printf(s, "frees.running %d\n", atomic_read(&gsim.frees_running));
 	for (i = 0; i < V_COUNT; i++) {
@@ -1870,9 +2087,10 @@ static int gsim_buffers_show(struct seq_file *s, void *unused)
 	mutex_lock(&gsim.lock);
 	for (i = 0; i < ARRAY_SIZE(lists); i++)
 		list_for_each_entry(buf, lists[i], node)
-			seq_printf(s, "%#llx %llu %s %s %u\n", buf->va, buf->size,
+			seq_printf(s, "%#llx %llu %s %s %u%s\n", buf->va, buf->size,
 				   gsim_layout_names[buf->layout],
-				   buf->freed ? "freed" : "allocated", buf->pins);
+				   buf->freed ? "freed" : "allocated", buf->pins,
+				   buf->localized ? " localized" : "");
 	mutex_unlock(&gsim.lock);
 	return 0;
 }
@@ -1891,7 +2109,7 @@ static int gsim_pages_show(struct seq_file *s, void *unused)
 			for (i = 0; i < buf->npages; i++)
 				seq_printf(s, "%#llx %#llx\n",
 					   buf->va + ((u64)i << GSIM_PAGE_SHIFT),
-					   gsim_frame_addr(buf->frames[i]));
+					   gsim_page_addr(buf->frames[i], false));
 	mutex_unlock(&gsim.lock);
 	return 0;
 }
@@ -1999,9 +2217,10 @@ static int __init gsim_init(void)
 		return -ENOMEM;
 	}
 	gsim_debugfs_init();
-	pr_info("simulated GPU ready: %u MiB, page table ABI %s, persistent API %s\n",
+	pr_info("simulated GPU ready: %u MiB, page table ABI %s, persistent API %s%s\n",
 		vram_mb, gsim_pt_abi_names[page_table_version],
-		persistent_api ? "supported" : "refused");
+		persistent_api ? "supported" : "refused",
+		coherent ? ", coherent (C2C)" : "");
 	return 0;
 }
 

@@ -64,9 +64,10 @@ impl core::fmt::Display for AbiError {
                 minor(v)
             ),
             AbiError::PageSize(t) => write!(f, "page size type {t} is not 64 KiB"),
-            AbiError::Entries { found, expected } => {
-                write!(f, "{found} pages returned for a range of {expected}")
-            }
+            AbiError::Entries { found, expected } => write!(
+                f,
+                "{found} entries for a range of {expected} 64 KiB GPU pages (one per GPU page expected)"
+            ),
         }
     }
 }
@@ -160,7 +161,7 @@ mod tests {
                 expected: 64
             }
             .to_string(),
-            "63 pages returned for a range of 64"
+            "63 entries for a range of 64 64 KiB GPU pages (one per GPU page expected)"
         );
         assert_eq!(PageTableAbi::V2.to_string(), "2.x");
     }

@@ -139,9 +139,9 @@ for layout in default persistent0; do
 	expect_eq $t/live-context 1 "$(jv stats.contexts_live)"
 	expect_eq $t/live-registrations 1 "$(jv stats.registrations)"
 	expect_eq $t/live-pinned 2097152 "$(jv stats.pinned_bytes)"
-	expect_eq $t/live-summary "12 counters, no errors (contexts_live=1 pinned_bytes=2097152 registrations=1)" "$(jc module.stats summary)"
+	expect_eq $t/live-summary "13 counters, no errors (contexts_live=1 pinned_bytes=2097152 registrations=1)" "$(jc module.stats summary)"
 	expect_stats_match $t/live-stats-as-debugfs
-	expect_match $t/live-table "^OK +module.stats +12 counters, no errors \\(contexts_live=1 pinned_bytes=2097152 registrations=1\\)$" "$($D)"
+	expect_match $t/live-table "^OK +module.stats +13 counters, no errors \\(contexts_live=1 pinned_bytes=2097152 registrations=1\\)$" "$($D)"
 	expect_ok $t/dereg nvpm-tool core dereg "$id"
 	expect_nothing_held $t/dereg-clean
 	doctor_json

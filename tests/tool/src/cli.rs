@@ -10,7 +10,8 @@ pub const USAGE: &str = "\
 usage: nvpm-tool COMMAND ...   (drives tests/sim; see tests/README.md)
 
 GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
-  gpu alloc SIZE [--layout contiguous|fragmented|shuffled]   prints the VA
+  gpu alloc SIZE [--layout contiguous|fragmented|shuffled] [--localized]   prints the VA
+                                        --localized: allocated as localized memory
   gpu free VA                           prints the number of free callbacks fired
   gpu inject FUNC NTH ERRNO [TIMES]     fail the NTH next call of FUNC (TIMES 0: forever)
   gpu inject off [FUNC]
@@ -120,15 +121,19 @@ impl Args {
     }
 }
 
-/// `gpu alloc SIZE [--layout L]` as a ctl command.
+/// `gpu alloc SIZE [--layout L] [--localized]` as a ctl command.
 pub fn gpu_alloc(args: &[String]) -> Result<String, Usage> {
-    let a = Args::split(args, &[], &["layout"])?;
-    a.expect(1, 1, "gpu alloc SIZE [--layout L]")?;
+    let a = Args::split(args, &["localized"], &["layout"])?;
+    a.expect(1, 1, "gpu alloc SIZE [--layout L] [--localized]")?;
     let size = parse_size(&a.positional[0])?;
-    Ok(match a.options.get("layout") {
+    let mut cmd = match a.options.get("layout") {
         Some(l) => format!("alloc {size} {l}"),
         None => format!("alloc {size}"),
-    })
+    };
+    if a.flags.iter().any(|f| f == "localized") {
+        cmd.push_str(" localized");
+    }
+    Ok(cmd)
 }
 
 /// `gpu inject ...` as a ctl command.
@@ -217,6 +222,14 @@ mod tests {
         assert_eq!(
             gpu_alloc(&v("64K --layout shuffled")),
             Ok("alloc 65536 shuffled".into())
+        );
+        assert_eq!(
+            gpu_alloc(&v("1M --localized")),
+            Ok("alloc 1048576 localized".into())
+        );
+        assert_eq!(
+            gpu_alloc(&v("1M --layout fragmented --localized")),
+            Ok("alloc 1048576 fragmented localized".into())
         );
         assert!(gpu_alloc(&v("")).is_err());
         assert!(gpu_alloc(&v("1M 2M")).is_err());

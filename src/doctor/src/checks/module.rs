@@ -215,7 +215,9 @@ fn error_hint(name: &str) -> &'static str {
         "errors_acquire" | "errors_get_pages" => {
             "pinning failed: GPU BAR1 space exhausted (see gpu.bar1; deregister memory) or a driver error"
         }
-        "errors_dma_map" => "mapping for the NIC failed: check iommu.mode and pci.acs",
+        "errors_dma_map" => {
+            "mapping for the NIC failed: check iommu.mode, pci.acs and nvidia.settings (on Grace and Ampere chipsets GPU and NIC must share a PCIe switch)"
+        }
         "errors_out_of_order" => {
             "the RDMA core called out of order: check peerdirect_support against the RDMA core (rdma.peer_symbols)"
         }
