@@ -52,8 +52,8 @@ check_minima() {
 			have=$(SRCARCH=${a%%:*} ARCH=${a#*:} sh "$1/scripts/min-tool-version.sh" "$tool" 2>/dev/null) || have=
 			if [ "$have" != "$pinned" ]; then
 				echo "carried-source: kbuild/carried.pin has $var=${pinned:-(none)}, but the pinned sources'" \
-					"scripts/min-tool-version.sh names $tool ${have:-(nothing)} for ${a#*:}: set $var=$have in kbuild/carried.pin" \
-					"(or, where the architectures differ, give the pin a minimum per architecture)" >&2
+					"scripts/min-tool-version.sh names $tool ${have:-(nothing)}: set $var=$have in kbuild/carried.pin" \
+					"(said for ARCH=${a#*:}; where architectures differ, the pin needs a minimum per architecture)" >&2
 				return 1
 			fi
 		done
