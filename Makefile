@@ -99,7 +99,9 @@ PROFILE_ENV = $(foreach v,$(PROFILE_VARS),$(if $($(v)),$(v)="$($(v))"))
 VENDOR_ARGS = $(if $(KDIR),,$(if $(NV_P2P_H),NV_P2P_H=/src/build/vendor/nv-p2p.h) \
 	$(if $(PEER_MEM_H),PEER_MEM_H=/src/build/vendor/peer_mem.h))
 # This Makefile again, inside the root (scripts/in-chroot.sh, debug-kernel.sh run).
-IN_ROOT_MAKE = make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS)
+# NVPM_RUST crosses too (the root's make starts with a clean environment).
+IN_ROOT_MAKE = make --no-print-directory KDIR="$$KDIR" KMAKE_FLAGS="$$KMAKE_FLAGS" $(VENDOR_ARGS) \
+	$(if $(filter-out auto,$(NVPM_RUST)),NVPM_RUST=$(NVPM_RUST))
 
 all: module
 

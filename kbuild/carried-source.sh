@@ -36,19 +36,27 @@ tree_sum() { # $1 = dir: sha256 over the sorted names and contents of its files
 	(cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 }
 
+# The architectures carried mode builds for (kbuild/rustflags.mk), as
+# SRCARCH:ARCH: scripts/min-tool-version.sh answers per architecture.
+arches="x86:x86_64 arm64:arm64"
+
 # check_minima DIR: the pin's minimum rustc and bindgen are the ones DIR's
-# scripts/min-tool-version.sh names (for x86_64, as the build uses it).
+# scripts/min-tool-version.sh names for every architecture carried mode
+# builds for (the pin has one minimum: the toolchain check knows no kernel).
 check_minima() {
-	local tool var pinned have
+	local tool var pinned have a
 	for tool in rustc bindgen; do
 		var=CARRIED_${tool^^}_MIN
 		pinned=${!var:-}
-		have=$(SRCARCH=x86 ARCH=x86_64 sh "$1/scripts/min-tool-version.sh" "$tool" 2>/dev/null) || have=
-		if [ "$have" != "$pinned" ]; then
-			echo "carried-source: kbuild/carried.pin has $var=${pinned:-(none)}, but the pinned sources'" \
-				"scripts/min-tool-version.sh names $tool ${have:-(nothing)}: set $var=$have in kbuild/carried.pin" >&2
-			return 1
-		fi
+		for a in $arches; do
+			have=$(SRCARCH=${a%%:*} ARCH=${a#*:} sh "$1/scripts/min-tool-version.sh" "$tool" 2>/dev/null) || have=
+			if [ "$have" != "$pinned" ]; then
+				echo "carried-source: kbuild/carried.pin has $var=${pinned:-(none)}, but the pinned sources'" \
+					"scripts/min-tool-version.sh names $tool ${have:-(nothing)}: set $var=$have in kbuild/carried.pin" \
+					"(said for ARCH=${a#*:}; where architectures differ, the pin needs a minimum per architecture)" >&2
+				return 1
+			fi
+		done
 	done
 }
 

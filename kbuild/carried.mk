@@ -54,6 +54,11 @@ quiet_cmd_nvpm_rustc_cfg = GEN     $@
 $(nvpm_cr)/rustc_cfg: $(NVPM_KCONFIG) FORCE
 	$(call if_changed,nvpm_rustc_cfg)
 
+# x86 hands rustc a target.json (the core crate depends on it, as in the
+# pinned release's rust/Makefile); arm64 names a built-in target
+# (kbuild/rustflags.mk), and the generator refuses arm64.
+nvpm_cr_target := $(if $(CONFIG_X86),target.json)
+
 # target.json by the pinned release's own generator, from this kernel's
 # configuration with the rustc that builds the module. Kernels before 6.9
 # name the x86 mitigations without MITIGATION_ (RETPOLINE, RETHUNK, SLS):
@@ -165,17 +170,19 @@ $(nvpm_cr)/libzerocopy_derive.$(nvpm_procmacro_ext): $(nvpm_cr_src)/zerocopy-der
 
 # --- core, compiler_builtins and the leaf crates -----------------------------
 # core must not define the soft-float and 128-bit intrinsics the kernel has
-# (or that compiler_builtins turns into panics): renamed as rust/Makefile does.
+# (or that compiler_builtins turns into panics): renamed as rust/Makefile does
+# (on arm64 the 128-bit shifts too, which its lib/ defines).
 nvpm_redirect_intrinsics := __addsf3 __eqsf2 __extendsfdf2 __gesf2 __lesf2 __ltsf2 \
 	__mulsf3 __nesf2 __truncdfsf2 __unordsf2 __adddf3 __eqdf2 __ledf2 __ltdf2 __muldf3 \
-	__unorddf2 __muloti4 __multi3 __udivmodti4 __udivti3 __umodti3
+	__unorddf2 __muloti4 __multi3 __udivmodti4 __udivti3 __umodti3 \
+	$(if $(CONFIG_ARM64),__ashrti3 __ashlti3 __lshrti3)
 
 $(nvpm_cr)/core.o: private nvpm-name := core
 $(nvpm_cr)/core.o: private nvpm-flags = --edition=$(if $(call nvpm_rustc_min,108700),2024,2021) \
 	--cfg=no_fp_fmt_parse
 $(nvpm_cr)/core.o: private nvpm-post = ; $(OBJCOPY) \
 	$(foreach s,$(nvpm_redirect_intrinsics),--redefine-sym $(s)=__rust$(s)) $@
-$(nvpm_cr)/core.o: $(nvpm_rust_lib_src)/core/src/lib.rs $(nvpm_cr)/target.json $(nvpm_cr)/rustc_cfg \
+$(nvpm_cr)/core.o: $(nvpm_rust_lib_src)/core/src/lib.rs $(addprefix $(nvpm_cr)/,$(nvpm_cr_target)) $(nvpm_cr)/rustc_cfg \
 	$(nvpm_cr)/rustflags FORCE
 	$(call if_changed_dep,nvpm_cr_lib)
 
@@ -288,7 +295,7 @@ CFLAGS_build/carried/helpers.o = -I$(nvpm_cr_src)/helpers -include $(abspath $(s
 
 nvpm_cr_objs := core.o compiler_builtins.o ffi.o build_error.o zerocopy.o pin_init.o \
 	bindings.o kernel.o helpers.o
-targets += $(addprefix build/carried/,$(nvpm_cr_objs) rustc_cfg target.json rustflags \
+targets += $(addprefix build/carried/,$(nvpm_cr_objs) rustc_cfg $(nvpm_cr_target) rustflags \
 	libproc_macro2.rlib libquote.rlib libsyn.rlib libmacros.$(nvpm_procmacro_ext) \
 	libpin_init_internal.$(nvpm_procmacro_ext) libzerocopy_derive.$(nvpm_procmacro_ext) \
 	rust/bindings/bindings_generated.rs rust/bindings/bindings_helpers_generated.rs) $(patsubst $(nvpm_cr)/%,build/carried/%,$(nvpm_cr_arch_rs))

@@ -2,17 +2,20 @@
 #
 # rustc's code-generation flags for this kernel, derived from its .config the
 # way the newest kernel's own Makefiles derive them for Rust (7.3: the top
-# Makefile's KBUILD_RUSTFLAGS, arch/x86/Makefile, scripts/Makefile.kasan,
-# scripts/Makefile.debug), so that Rust code compiled here for an older kernel
-# (which may not know these options for Rust, or has no Rust at all) obeys what
-# the kernel's C code obeys: the code model, no red zone, soft float,
-# retpolines and return thunks, IBT's endbr64, the function padding that
-# call-depth tracking patches, frame pointers, kCFI, KASAN.
+# Makefile's KBUILD_RUSTFLAGS, arch/x86/Makefile, arch/arm64/Makefile,
+# scripts/Makefile.kasan, scripts/Makefile.debug), so that Rust code compiled
+# here for an older kernel (which may not know these options for Rust, or has
+# no Rust at all) obeys what the kernel's C code obeys: the code model, no red
+# zone, soft float, retpolines and return thunks, IBT's endbr64, the function
+# padding that call-depth tracking patches, frame pointers, kCFI, KASAN; on
+# arm64 pointer authentication, BTI and the shadow call stack.
 #
 # Not covered for Rust by any kernel (and so not here): the stack protector
-# (rustc has no kernel-style one) and -mindirect-branch-cs-prefix.
-# SLS hardening and the retpoline target features come with target.json
-# (the pinned release's scripts/generate_rust_target.rs).
+# (rustc has no kernel-style one) and -mindirect-branch-cs-prefix. Not here
+# yet: arm64's KASAN_SW_TAGS (no Debian kernel has it).
+# x86's SLS hardening and retpoline target features come with target.json
+# (the pinned release's scripts/generate_rust_target.rs); arm64 uses rustc's
+# built-in target, as the kernel does.
 
 NVPM_RUSTC_VERSION := $(shell $(NVPM_RUSTC) --version 2>/dev/null | \
 	sed -n 's/^rustc \([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p' | \
@@ -25,6 +28,10 @@ NVPM_KCONFIG := $(firstword $(wildcard $(objtree)/include/config/auto.conf) $(ob
 nvpm_rf := -Cpanic=abort -Cembed-bitcode=n -Clto=n -Cforce-unwind-tables=n \
 	-Ccodegen-units=1 -Csymbol-mangling-version=v0 -Crelocation-model=static \
 	-Zfunction-sections=n
+
+ifeq ($(CONFIG_X86_64)$(CONFIG_ARM64),)
+$(error nvidia_peermem: carried mode knows the Rust flags of x86_64 and arm64 kernels only)
+endif
 
 ifdef CONFIG_X86_64
 nvpm_rf += --target=$(nvpm_cr_abs)/target.json \
@@ -44,6 +51,37 @@ nvpm_rf += -Zfunction-return=thunk-extern
 endif
 ifdef CONFIG_CALL_PADDING
 nvpm_rf += -Zpatchable-function-entry=$(CONFIG_FUNCTION_PADDING_BYTES),$(CONFIG_FUNCTION_PADDING_BYTES)
+endif
+endif
+
+# arm64, as the pinned release's arch/arm64/Makefile and top Makefile set
+# it: rustc's own soft-float target (no NEON or FP registers: the kernel's
+# C code is -mgeneral-regs-only; rustc before 1.85, which the pin's minimum
+# excludes, had only the hard-float one with NEON turned off), unwind tables
+# only where the kernel keeps them (dynamic SCS patches from them), return
+# addresses signed (PAC) and, with BTI, `bti` landing pads at indirect-branch
+# targets, x18 reserved for the shadow call stack. The code model is rustc's
+# default, the small one the kernel's C modules use.
+ifdef CONFIG_ARM64
+ifeq ($(call nvpm_rustc_min,108500),y)
+nvpm_rf += --target=aarch64-unknown-none-softfloat
+else
+nvpm_rf += --target=aarch64-unknown-none -Ctarget-feature=-neon
+endif
+ifdef CONFIG_UNWIND_TABLES
+nvpm_rf += -Cforce-unwind-tables=y -Zuse-sync-unwind=n \
+	$(if $(call nvpm_rustc_min,109800),,-Zllvm_module_flag=uwtable:u32:2:max)
+endif
+ifdef CONFIG_ARM64_BTI_KERNEL
+nvpm_rf += -Zbranch-protection=bti,pac-ret
+else ifdef CONFIG_ARM64_PTR_AUTH_KERNEL
+nvpm_rf += -Zbranch-protection=pac-ret
+endif
+ifdef CONFIG_SHADOW_CALL_STACK
+nvpm_rf += -Zfixed-x18
+ifndef CONFIG_DYNAMIC_SCS
+nvpm_rf += -Zsanitizer=shadow-call-stack
+endif
 endif
 endif
 

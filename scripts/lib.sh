@@ -73,3 +73,44 @@ in_chroot() {
 	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb \
 		LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
 }
+
+# --- kernels of another architecture (KARCH, KTRIPLE; provision.sh and
+# provision-carried.sh) ---
+
+# What building and booting a foreign KARCH's kernel needs besides CHROOT_PACKAGES.
+cross_packages() {
+	echo "gcc-14-$KTRIPLE libc6-dev-$KARCH-cross cargo libstd-rust-dev:$KARCH"
+	# arm64: Debian's .kernelvariables name a 32-bit compiler for the compat vDSO.
+	case $KARCH in arm64) echo qemu-system-arm gcc-arm-linux-gnueabihf ;; esac
+}
+
+config_text() { sed -n "s/^$1=\"\(.*\)\"$/\1/p" "$2"; }
+
+# The kernel's own make variables, from Debian's headers: ARCH,
+# CROSS_COMPILE (and arm64's CROSS_COMPILE_COMPAT) from .kernelvariables, CC
+# from the compiler its .config names.
+kmake_flags() { # $1 = headers dir
+	local arch cross compat cc
+	arch=$(sed -n 's/^override ARCH = //p' "$1/.kernelvariables")
+	cross=$(sed -n 's/^override CROSS_COMPILE = //p' "$1/.kernelvariables")
+	compat=$(sed -n 's/^override CROSS_COMPILE_COMPAT = //p' "$1/.kernelvariables")
+	cc=$(config_text CONFIG_CC_VERSION_TEXT "$1/.config")
+	[ -n "$arch" ] && [ -n "$cross" ] && [ -n "$cc" ] || die "$1: no ARCH, CROSS_COMPILE or CC_VERSION_TEXT"
+	echo "ARCH=$arch CROSS_COMPILE=$cross ${compat:+CROSS_COMPILE_COMPAT=$compat }CC=${cc%% *} HOSTCC=gcc-14 KERNELRELEASE=$KREL"
+}
+
+# A foreign KARCH's guest userland: busybox, kmod and dash of that
+# architecture with the libraries they load, unpacked from Debian's packages
+# (tests/guest/run.sh copies the root's own for an amd64 guest).
+ensure_userland() { # $1 = dir
+	local pkgs d
+	rm -rf "$1" "$1.debs" && mkdir -p "$1" "$1.debs"
+	pkgs=$(in_chroot apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+		--no-replaces --no-enhances --no-pre-depends "busybox-static:$KARCH" "kmod:$KARCH" "dash:$KARCH" |
+		sed -n "s/^\([a-z0-9][^ <>]*:$KARCH\)$/\1/p" | sort -u | tr '\n' ' ')
+	[ -n "$pkgs" ] || die "no $KARCH packages for the guest userland"
+	in_chroot sh -c "cd ${1#"$CHROOT"}.debs && apt-get download -qq -o APT::Sandbox::User=root $pkgs" ||
+		die "apt-get download of the $KARCH guest userland failed"
+	for d in "$1.debs"/*.deb; do dpkg-deb -x "$d" "$1"; done
+	rm -rf "$1.debs"
+}

@@ -14,6 +14,10 @@
 # - NVPM_MAKE_KSERIES (default 5.10): Debian 11's kernel, without Rust,
 #   whose headers name a compiler the roots lack: built with make in carried
 #   mode, booted for the load test and the client scenarios (01, 02, 40-45).
+# - NVPM_ARM64_CARRIED_KSERIES (default 6.12): Debian 13's arm64 kernel,
+#   without Rust: cross-built with make in carried mode, booted with
+#   qemu-system-aarch64 for 01, 02 and 40-45; the static check's arm64 part
+#   and its negative test.
 # - Debian's 7.3 with another rustc (Debian 13's rustc-web): carried mode
 #   chosen by itself, the load test, 02 and a revocable client (41).
 # Ends with KERNELS-SUMMARY.
@@ -29,6 +33,20 @@ pass=0 fail=0
 # see the cache).
 kbuild/carried-source.sh build/carried-src || fail=$((fail + 1))
 
+# check_ko ENV_FILE ARGS...: check-ko.py where binutils read the object:
+# on the host, or for another architecture's kernel (its env file names a
+# GUEST_USERLAND) in the root, whose cross binutils do (paths under the
+# root lose its prefix).
+check_ko() {
+	local envfile=$1
+	shift
+	if grep -qs '^GUEST_USERLAND="/' "$NVPM_CACHE/$envfile"; then
+		NVPM_KERNEL_ENV=$envfile scripts/in-chroot.sh python3 tests/kocheck/check-ko.py "${@/#$CHROOT/}"
+	else
+		python3 tests/kocheck/check-ko.py "$@"
+	fi
+}
+
 # kocheck_debian ENV_FILE NAME: check-ko.py on the kernel's own ib_core.ko.
 kocheck_debian() {
 	local ko conf
@@ -40,7 +58,7 @@ kocheck_debian() {
 	*.ko) cp "$ko" build/logs/ib_core.ko ;;
 	*) echo "FAIL $2/found: no ib_core.ko in the kernel's modules"; return ;;
 	esac
-	python3 tests/kocheck/check-ko.py --name "$2" "$conf" build/logs/ib_core.ko
+	check_ko "$1" --name "$2" "$conf" build/logs/ib_core.ko
 }
 
 # run NAME ENV_FILE SCENARIOS GUEST_ENV [MAKE_ARGS...]: builds the module and
@@ -57,7 +75,7 @@ run() {
 		echo "  FAIL kernels/$name/build: the module or the simulators did not build for it (see $log)"
 	# shellcheck source=/dev/null
 	kdir=$(. "$NVPM_CACHE/$envfile" && echo "$KDIR_HOST")
-	python3 tests/kocheck/check-ko.py --name "kocheck/$name" "$kdir/.config" nvidia_peermem.ko >"$log.kocheck" 2>&1
+	check_ko "$envfile" --name "kocheck/$name" "$kdir/.config" nvidia_peermem.ko >"$log.kocheck" 2>&1
 	# The same check on Debian's own ib_core of that kernel, which nobody
 	# here wrote: a check that fails it is wrong.
 	kocheck_debian "$envfile" "kocheck/$name/debian-ib_core" >>"$log.kocheck" 2>&1
@@ -108,6 +126,33 @@ for series in ${NVPM_MAKE_KSERIES-5.10}; do
 		continue
 	fi
 	run "$series" "kernel-$series.env" '[04][0-5]-*' ""
+done
+
+# Debian 13's arm64 6.12 (NVPM_ARM64_CARRIED_KSERIES), without Rust: its
+# headers provisioned for arm64 (cross compilers, QEMU, the arm64 guest
+# userland), the guest's tools built for aarch64, the module and the
+# simulators cross-built with make in carried mode, Debian's arm64 image
+# booted under TCG (-cpu max: BTI and pointer authentication enforced) for
+# 01, 02 and 40-45; then the static check's arm64 negative test on the
+# carried crates just built.
+for series in ${NVPM_ARM64_CARRIED_KSERIES-6.12}; do
+	echo "kernels: Debian $series arm64 (without Rust, cross-built with make)"
+	if ! KARCH=arm64 scripts/provision-carried.sh "$series"; then
+		echo "  FAIL kernels/$series-arm64/provision: see the lines above"
+		fail=$((fail + 1))
+		continue
+	fi
+	if ! NVPM_KERNEL_ENV=kernel-$series-arm64.env scripts/build-tool.sh >build/logs/tool-arm64.log 2>&1; then
+		echo "  FAIL kernels/$series-arm64/tool: the guest's tools did not build for aarch64 (see build/logs/tool-arm64.log)"
+		fail=$((fail + 1))
+		continue
+	fi
+	run "$series-arm64" "kernel-$series-arm64.env" '[04][0-5]-*' ""
+	log=build/logs/kocheck-negative-$series-arm64.log
+	# shellcheck disable=SC2016 # expanded inside the root
+	NVPM_KERNEL_ENV=kernel-$series-arm64.env scripts/in-chroot.sh sh -c 'tests/kocheck/negative.sh "$KDIR/.config"' >"$log" 2>&1
+	sed 's/^/  /' "$log"
+	summary_add "$log" KOCHECK || echo "  FAIL kernels/$series-arm64/kocheck-negative: see $log"
 done
 
 # Carried mode on Debian's 7.3, which has Rust, built with another rustc than

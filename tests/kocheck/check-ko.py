@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-"""check-ko.py: does a built x86-64 module obey what its kernel's .config asks
-of module code? QEMU (TCG) enforces none of it, so this reads the object:
+"""check-ko.py: does a built x86-64 or arm64 module obey what its kernel's
+.config asks of module code? Reads the object. x86-64 (QEMU's TCG enforces
+none of it):
 
   ibt        CONFIG_X86_KERNEL_IBT: every function whose address is taken (a
              relocation from data, e.g. a vtable, a callback table, the
@@ -14,12 +15,23 @@ of module code? QEMU (TCG) enforces none of it, so this reads the object:
              through __x86_indirect_thunk_* (paravirt and alternative sites,
              which the kernel patches at load, excepted)
 
+arm64 (QEMU's -cpu max enforces both at run time, on the paths a test takes):
+
+  bti        CONFIG_ARM64_BTI_KERNEL: every address-taken function starts
+             with a landing pad, `bti c`/`bti jc`, or `paciasp`/`pacibsp`
+             (an implicit one), after the nops of a patchable entry
+  pac        CONFIG_ARM64_PTR_AUTH_KERNEL: every function that stores its
+             return address (x30) signs it first (`paciasp`/`pacibsp`)
+
 Usage: check-ko.py [--name NAME] KCONFIG OBJECT
 Prints "PASS NAME/check" or "FAIL NAME/check: ..." per check that the
 config asks for, "SKIP" for the others; exit 1 on any FAIL.
-Needs binutils (objdump, readelf, objcopy).
+Needs binutils that know the object's architecture (readelf, objcopy,
+objdump; for arm64 on another host aarch64-linux-gnu-*, as the root has).
 """
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,8 +42,26 @@ DATA_RE = re.compile(r"^\.(data|rodata|data\.rel\.ro|gnu\.linkonce\.this_module|
 ENDBR64 = bytes.fromhex("f30f1efa")
 
 
+# The binutils to read the object with: the native ones, or for an arm64
+# object the cross ones where the native ones are another architecture's.
+TOOLS = {"readelf": "readelf", "objcopy": "objcopy", "objdump": "objdump"}
+
+
 def run(*args):
+    args = (TOOLS.get(args[0], args[0]),) + args[1:]
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def pick_tools(obj):
+    """Cross binutils for an aarch64 object on a host of another architecture."""
+    with open(obj, "rb") as f:
+        head = f.read(20)
+    if head[18:20] == (183).to_bytes(2, "little") and os.uname().machine != "aarch64":
+        for tool in TOOLS:
+            if shutil.which("aarch64-linux-gnu-" + tool):
+                TOOLS[tool] = "aarch64-linux-gnu-" + tool
+        return "arm64"
+    return "arm64" if head[18:20] == (183).to_bytes(2, "little") else "x86"
 
 
 def kconfig(path):
@@ -72,7 +102,7 @@ def functions(obj, secs):
 
 def section_bytes(obj, name):
     with tempfile.NamedTemporaryFile() as tmp:
-        subprocess.run(["objcopy", "-O", "binary", "--only-section=" + name, obj, tmp.name],
+        subprocess.run([TOOLS["objcopy"], "-O", "binary", "--only-section=" + name, obj, tmp.name],
                        check=True, capture_output=True)
         return open(tmp.name, "rb").read()
 
@@ -130,6 +160,62 @@ def disasm_lines(obj):
             yield sec, int(m.group(1), 16), m.group(2)
 
 
+def disasm_words(obj):
+    """(section, offset, instruction word, text) of every arm64 instruction
+    in the text sections."""
+    sec = None
+    for line in run("objdump", "-d", "-w", obj).splitlines():
+        m = re.match(r"^Disassembly of section (\S+):", line)
+        if m:
+            sec = m.group(1)
+            continue
+        m = re.match(r"^\s*([0-9a-f]+):\s+([0-9a-f]{8})\s+(.*)$", line)
+        if m and sec and TEXT_RE.match(sec):
+            yield sec, int(m.group(1), 16), int(m.group(2), 16), m.group(3)
+
+
+NOP = 0xd503201f
+PAC_SP = {0xd503233f, 0xd503237f}  # paciasp, pacibsp
+BTI_C = {0xd503245f, 0xd50324df}   # bti c, bti jc
+# A store of x30 (the return address) to memory: stp/str/stur naming x30.
+STORE_LR_RE = re.compile(r"^(stp|str|stur)\s+(.*\bx30\b.*)\[")
+
+
+def check_arm64(name, conf, obj, funcs, secs, report, on):
+    relocs = list(relocations(obj))
+    # The function each instruction belongs to.
+    spans = sorted((s, off, off + size, n) for s, off, size, n in funcs if size)
+    words = {}
+    for sec, off, word, text in disasm_words(obj):
+        words[(sec, off)] = (word, text)
+
+    bti = on("CONFIG_ARM64_BTI_KERNEL")
+    taken = address_taken(relocs, secs, funcs) if bti else set()
+    no_pad = []
+    for s, off, size, n in funcs:
+        if n not in taken:
+            continue
+        at = off
+        while words.get((s, at), (None,))[0] == NOP and at < off + size:
+            at += 4
+        if words.get((s, at), (None,))[0] not in BTI_C | PAC_SP:
+            no_pad.append(n)
+    report("bti", bti, no_pad, f"of {len(taken)} address-taken functions start with no landing pad")
+
+    unsigned = []
+    for s, start, end, n in spans:
+        signed = False
+        for at in range(start, end, 4):
+            word, text = words.get((s, at), (None, ""))
+            if word in PAC_SP:
+                signed = True
+            elif STORE_LR_RE.match(text) and not signed:
+                unsigned.append(n)
+                break
+    report("pac", on("CONFIG_ARM64_PTR_AUTH_KERNEL"), unsigned,
+           f"of {len(spans)} functions store the return address unsigned")
+
+
 def main(argv):
     name = "kocheck"
     if len(argv) > 2 and argv[0] == "--name":
@@ -139,6 +225,7 @@ def main(argv):
         return 2
     conf = kconfig(argv[0])
     obj = argv[1]
+    arch = pick_tools(obj)
     secs = sections(obj)
     funcs = functions(obj, secs)
     if not funcs:
@@ -156,6 +243,10 @@ def main(argv):
             print(f"FAIL {name}/{check}: {len(bad)} {what}, e.g. {', '.join(bad[:3])}")
         else:
             print(f"PASS {name}/{check}")
+
+    if arch == "arm64":
+        check_arm64(name, conf, obj, funcs, secs, report, on)
+        return 1 if failed else 0
 
     data = {s: section_bytes(obj, s) for s in {f[0] for f in funcs}}
     relocs = list(relocations(obj))

@@ -5,6 +5,9 @@
 # tests/kocheck/probe.rs with the flags carried mode used for the last kernel
 # it built (build/carried/rustflags, with its target.json), once as they are
 # (every check passes) and once without each flag (that flag's check fails).
+# x86-64: ibt, padding, rethunk, retpoline. arm64: pac, and bti against a
+# copy of the config that asks for BTI (Debian's GCC-built kernels do not:
+# GCC's BTI is off in their Kconfig).
 # Usage: negative.sh KCONFIG    (inside the root, after a carried build)
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,7 +16,8 @@ cr=build/carried
 out=build/kocheck
 mkdir -p "$out"
 pass=0 fail=0
-[ -s "$cr/rustflags" ] && [ -s "$cr/target.json" ] && [ -f "$cr/libcore.rmeta" ] || {
+arm64=$(grep -qs '^CONFIG_ARM64=y' "$conf" && echo y)
+[ -s "$cr/rustflags" ] && { [ -n "$arm64" ] || [ -s "$cr/target.json" ]; } && [ -f "$cr/libcore.rmeta" ] || {
 	echo "FAIL kocheck/negative/setup: no carried build in $cr"
 	echo "KOCHECK-SUMMARY 0 passed, 1 failed"
 	exit 1
@@ -29,9 +33,10 @@ build() {
 		--emit=obj="$out/$1.o" tests/kocheck/probe.rs
 }
 
-# expect NAME CHECK WANT: check-ko.py on the probe gives WANT (PASS or FAIL) for CHECK.
+# expect NAME CHECK WANT [KCONFIG]: check-ko.py on the probe gives WANT
+# (PASS or FAIL) for CHECK.
 expect() {
-	got=$(python3 tests/kocheck/check-ko.py --name probe "$conf" "$out/$1.o" |
+	got=$(python3 tests/kocheck/check-ko.py --name probe "${4:-$conf}" "$out/$1.o" |
 		sed -n "s#^\(PASS\|FAIL\|SKIP\) probe/$2\b.*#\1#p")
 	if [ "$got" = "$3" ]; then
 		echo "PASS kocheck/negative/$1/$2"
@@ -41,6 +46,29 @@ expect() {
 		fail=$((fail + 1))
 	fi
 }
+
+if [ -n "$arm64" ]; then
+	# The branch protection carried mode chose for this kernel.
+	bp=$(grep -o -- ' -Zbranch-protection=[a-z,-]* ' "$cr/rustflags" | tr -d ' ')
+	if [ -z "$bp" ]; then
+		echo "FAIL kocheck/negative/setup: $conf asks for no pointer authentication, nothing to test"
+		echo "KOCHECK-SUMMARY $pass passed, 1 failed"
+		exit 1
+	fi
+	bconf=$out/config-bti
+	{ grep -v '^CONFIG_ARM64_BTI_KERNEL=' "$conf"; echo CONFIG_ARM64_BTI_KERNEL=y; } >"$bconf"
+	build full "$bp" "-Zbranch-protection=bti,pac-ret"
+	expect full pac PASS
+	expect full bti PASS "$bconf"
+	# Without branch protection nothing signs the return address, and no
+	# function has a landing pad (paciasp is an implicit one).
+	build no-branch-protection "$bp"
+	expect no-branch-protection pac FAIL
+	expect no-branch-protection bti FAIL "$bconf"
+	echo "KOCHECK-SUMMARY $pass passed, $fail failed"
+	[ "$fail" = 0 ]
+	exit
+fi
 
 pad=$(sed -n 's/^CONFIG_FUNCTION_PADDING_BYTES=//p' "$conf")
 build full ""
