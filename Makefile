@@ -332,7 +332,13 @@ install-utils:
 	install -D -m 0644 packaging/modprobe.conf $(DESTDIR)$(MODPROBE_D_DIR)/00-nvidia-peer-memory.conf
 	install -D -m 0644 packaging/modules-load.conf $(DESTDIR)/etc/modules-load.d/nvidia-peermem.conf
 
-DOCTOR_BIN = target/release/nvidia-peermem-doctor
+# DOCTOR_TARGET: a Rust target triple to cross-build for (the packages'
+# cross builds: debian/rules from DEB_HOST_RUST_TYPE, the spec from
+# rpmbuild --target), linked with DOCTOR_LINKER (that target's C compiler,
+# e.g. aarch64-linux-gnu-gcc); empty: the build machine's own.
+DOCTOR_TARGET ?=
+DOCTOR_LINKER ?=
+DOCTOR_BIN = target/$(if $(DOCTOR_TARGET),$(DOCTOR_TARGET)/)release/nvidia-peermem-doctor
 BINDIR ?= /usr/bin
 MAN1DIR ?= /usr/share/man/man1
 
@@ -340,8 +346,10 @@ DOCTOR_CARGO_FLAGS ?= --locked
 
 # Paths of the build tree (the vendored crates' panic locations) are
 # remapped, so the binary does not name where it was built.
+DOCTOR_CROSS_FLAGS = $(if $(DOCTOR_TARGET),--target $(DOCTOR_TARGET)) \
+	$(if $(DOCTOR_LINKER),--config 'target.$(DOCTOR_TARGET).linker="$(DOCTOR_LINKER)"')
 doctor:
-	RUSTFLAGS="$$RUSTFLAGS --remap-path-prefix=$(CURDIR)=." cargo build --release $(DOCTOR_CARGO_FLAGS) -p nvidia-peermem-doctor
+	RUSTFLAGS="$$RUSTFLAGS --remap-path-prefix=$(CURDIR)=." cargo build --release $(DOCTOR_CARGO_FLAGS) -p nvidia-peermem-doctor $(strip $(DOCTOR_CROSS_FLAGS))
 
 install-doctor:
 	@test -x $(DOCTOR_BIN) || { echo "build the doctor first (make doctor)" >&2; exit 1; }

@@ -4,7 +4,11 @@
 # and the shell and unit checkers), DKMS, the Rust toolchain that Debian's 7.3
 # kernel names (and its cargo, which builds nvidia-peermem-doctor into the
 # packages), clang and LLVM 19 (the debug kernel, a MODVERSIONS target for
-# DKMS, is clang-built), and Debian's *stock* headers for that kernel. linux-source and
+# DKMS, is clang-built), Debian's cross toolchain for arm64 (arm64 a foreign
+# dpkg architecture: gcc-aarch64-linux-gnu, libc6-dev:arm64 and Rust's
+# standard library libstd-rust-dev:arm64, for dpkg-buildpackage -a arm64 and
+# rpmbuild --target aarch64) with qemu-user to run what they build (called
+# as qemu-aarch64, no binfmt), and Debian's *stock* headers for that kernel. linux-source and
 # a second kernel's headers are downloaded into apt's cache only: the tests
 # install them (a missing linux-source must be reported first).
 # Cached outside the repo as $NVPM_CACHE/pkgroot-<key>, key = what produced it.
@@ -25,8 +29,13 @@ KREL2=$KABI-cloud-amd64
 PKGROOT_PACKAGES="build-essential dkms dh-dkms debhelper dpkg-dev fakeroot lintian rpm rpmlint shellcheck systemd \
 make gcc-14 gcc-12 gcc bc bison flex libssl-dev libelf-dev dwarves python3 kmod cpio xz-utils zstd file \
 rustc rust-src bindgen libclang1-19 libclang-19-dev cargo clang-19 lld-19 llvm-19"
-REV=1 # bump when this script changes what it builds
-key=$(printf '%s|%s|%s|%s' "$REV" "$KPKGVER" "$KREL2" "$PKGROOT_PACKAGES" | sha256sum | cut -c1-10)
+# The foreign architecture and what cross-building for it needs (the Rust
+# standard library of the same trixie upload as rustc: apt's candidates).
+PKGROOT_FOREIGN=arm64
+PKGROOT_CROSS_PACKAGES="gcc-aarch64-linux-gnu libc6-dev:arm64 libstd-rust-dev:arm64 qemu-user"
+REV=2 # bump when this script changes what it builds
+key=$(printf '%s|%s|%s|%s|%s|%s' "$REV" "$KPKGVER" "$KREL2" "$PKGROOT_PACKAGES" "$PKGROOT_FOREIGN" "$PKGROOT_CROSS_PACKAGES" |
+	sha256sum | cut -c1-10)
 CHROOT=$NVPM_CACHE/pkgroot-$key
 if [ -e "$CHROOT/.complete" ]; then echo "$CHROOT"; exit 0; fi
 
@@ -42,10 +51,11 @@ debootstrap_trixie "$tmp" "$NVPM_CACHE/pkgroot-debootstrap.log" "packaging root:
 CHROOT=$tmp
 mount -t proc proc "$CHROOT/proc"
 export TMPDIR=$CHROOT/tmp
+in_chroot dpkg --add-architecture "$PKGROOT_FOREIGN"
 in_chroot apt-get -o DPkg::Lock::Timeout=900 update -qq
 log "packaging root: installing the tools, the toolchain and linux-headers-$KREL $KPKGVER (3-5 minutes)"
 # shellcheck disable=SC2086 # the package list is split on purpose
-in_chroot apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $PKGROOT_PACKAGES \
+in_chroot apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $PKGROOT_PACKAGES $PKGROOT_CROSS_PACKAGES \
 	"linux-headers-$KREL=$KPKGVER" "linux-headers-$KABI-common=$KPKGVER" "linux-kbuild-$KABI=$KPKGVER" \
 	>"$NVPM_CACHE/pkgroot-apt.log" 2>&1 || die "apt-get install failed, see $NVPM_CACHE/pkgroot-apt.log"
 log "packaging root: downloading linux-source-7.3 and linux-headers-$KREL2 into apt's cache"

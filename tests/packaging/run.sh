@@ -3,6 +3,8 @@
 # throw-away overlay over the cached packaging root (tests/packaging/root.sh):
 #   static checks, build_module.sh (deb and rpm, reproducible), the Debian
 #   packages (contents, maintainer scripts, lintian), the RPMs (rpmlint),
+#   both again for arm64 (cross-built: dpkg-buildpackage --host-arch arm64,
+#   rpmbuild --target aarch64; the aarch64 doctor run with qemu-aarch64),
 #   rust-headers.sh's refusals, DKMS building the real Rust module against
 #   Debian's stock 7.3 headers, the service with a stand-in kmod, a new
 #   kernel, NVIDIA driver and OFED upgrades, the kmod RPM, and purge; the
@@ -11,6 +13,8 @@
 # Ends with "PACKAGING-SUMMARY N passed, N failed".
 # The per-kernel Rust overlays are cached in $NVPM_CACHE/rust-headers, keyed
 # like rust-headers.sh keys them; NVPM_PKGTEST_COLD=1 ignores that cache.
+# NVPM_PKGTEST_STOP_AFTER=arm64 ends the suite after the arm64 packages (the
+# package builds only, about 4 minutes: to work on the packaging).
 # shellcheck source-path=SCRIPTDIR/../..
 # shellcheck disable=SC2317,SC2016 # functions run through check; scripts for the root in single quotes
 set -uo pipefail
@@ -284,6 +288,112 @@ insh rpm-doctor-runs "rm -rf /tmp/rpmx && mkdir /tmp/rpmx && rpm2cpio rpmtop/RPM
 	test \"\$(/tmp/rpmx/usr/bin/nvidia-peermem-doctor --version)\" = 'nvidia-peermem-doctor $V'
 	rc=0; /tmp/rpmx/usr/bin/nvidia-peermem-doctor --json >/tmp/rpm-doctor.json || rc=\$?
 	python3 doctor-json.py /tmp/rpm-doctor.json \$rc $V"
+
+# --- arm64: the same packages, cross-built ------------------------------------------------
+# Debian's cross build of the architecture-dependent package, as Debian's
+# cross builders run it (dpkg-buildpackage -B --host-arch arm64 -Pcross,nocheck),
+# from the same orig tarball: debian/rules builds the doctor for
+# aarch64-unknown-linux-gnu offline from the vendored crates, with Debian's
+# libstd-rust-dev:arm64 and aarch64-linux-gnu-gcc (tests/packaging/root.sh
+# installs them). The -dkms package is architecture-independent: built once,
+# above. Then the spec's cross build: rpmbuild --target aarch64. Each
+# package is amd64's (x86_64's) apart from the architecture, its doctor an
+# AArch64 ELF that runs (qemu-aarch64 from qemu-user, called directly: no
+# binfmt) and reports what the amd64 doctor reports on the same root.
+step "arm64: the Debian packages cross-built (dpkg-buildpackage --host-arch arm64), lintian; the RPMs (rpmbuild --target aarch64)"
+DEB64_MAIN=nvidia-peer-memory_${V}-1_arm64.deb
+DEB64_DBG=nvidia-peer-memory-dbgsym_${V}-1_arm64.deb
+if inlog dpkg-buildpackage-arm64 "rm -rf deb-arm64 && mkdir deb-arm64 && cd deb-arm64 && cp ../$ORIG . && tar -xzf *.orig.tar.gz &&
+	cp -r ../src/debian nvidia-peer-memory-$V/ && cd nvidia-peer-memory-$V &&
+	DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -us -uc -B --host-arch arm64 -Pcross,nocheck"; then
+	ok dpkg-buildpackage-arm64; else bad dpkg-buildpackage-arm64 "see $LOGS/dpkg-buildpackage-arm64.log"; fi
+# cross_built LOG: cargo built the doctor for aarch64, linked by the cross
+# compiler, offline from the vendored crates.
+cross_built() {
+	grep -q 'cargo build --release --frozen' "$1" && grep -qF -- '--target aarch64-unknown-linux-gnu' "$1" &&
+		grep -qF -e "--config 'target.aarch64-unknown-linux-gnu.linker=\"aarch64-linux-gnu-gcc\"'" "$1" && grep -Eq '^ +Compiling flate2 v' "$1"
+}
+check deb-arm64-doctor-cross-built cross_built "$LOGS/dpkg-buildpackage-arm64.log"
+insh deb-arm64-files "cd deb-arm64 && ls *.deb | sort | tr '\n' ' ' | grep -qx '$DEB64_DBG $DEB64_MAIN ' &&
+	grep -qx 'Architecture: arm64' nvidia-peer-memory_${V}-1_arm64.changes &&
+	test \"\$(dpkg-deb -f $DEB64_MAIN Architecture)\" = arm64 && test \"\$(dpkg-deb -f $DEB64_DBG Architecture)\" = arm64"
+# elf_aarch64 FILE: an AArch64 executable for glibc's aarch64 loader (or its debug file).
+cat >"$ROOT/build/elf-aarch64.sh" <<'EOF'
+readelf -h "$1" | grep -Eq '^ +Machine: +AArch64$' || { readelf -h "$1"; exit 1; }
+file -b "$1" | grep -q '^ELF 64-bit LSB .*, ARM aarch64,' || { file "$1"; exit 1; }
+[ -n "${2:-}" ] || readelf -l "$1" | grep -qF '[Requesting program interpreter: /lib/ld-linux-aarch64.so.1]'
+EOF
+# The doctor, and its debug information in the -dbgsym package under its build ID.
+insh deb-arm64-doctor-aarch64 "rm -rf /tmp/deb64x /tmp/deb64dbg && dpkg-deb -x deb-arm64/$DEB64_MAIN /tmp/deb64x && dpkg-deb -x deb-arm64/$DEB64_DBG /tmp/deb64dbg
+	d=/tmp/deb64x/usr/bin/nvidia-peermem-doctor; sh elf-aarch64.sh \$d
+	id=\$(readelf -n \$d | sed -n 's/^ *Build ID: *//p'); test -n \"\$id\"
+	dbg=/tmp/deb64dbg/usr/lib/debug/.build-id/\$(echo \$id | cut -c1-2)/\$(echo \$id | cut -c3-).debug; sh elf-aarch64.sh \$dbg debug"
+# The same files, modes and maintainer scripts as amd64's; every file but
+# the doctor byte for byte (md5sums); the same control fields but the
+# architecture, size and build IDs.
+cat >"$ROOT/build/deb-same.sh" <<'EOF'
+set -e
+list() { dpkg-deb -c "$1" | awk '{ $3 = $4 = $5 = ""; print }' | sed -E 's|\.build-id/[0-9a-f]{2}/$|.build-id/ID/|; s|\.build-id/[0-9a-f]{2}/[0-9a-f]+\.debug$|.build-id/ID/ID.debug|'; }
+fields() { dpkg-deb -f "$1" | grep -Ev '^(Architecture|Installed-Size|Build-Ids):'; }
+for p in "nvidia-peer-memory" "nvidia-peer-memory-dbgsym"; do
+	a=deb/${p}_$1-1_amd64.deb b=deb-arm64/${p}_$1-1_arm64.deb
+	list "$a" >/tmp/la; list "$b" >/tmp/lb; diff /tmp/la /tmp/lb
+	fields "$a" >/tmp/fa; fields "$b" >/tmp/fb; diff /tmp/fa /tmp/fb
+	rm -rf /tmp/ca /tmp/cb; dpkg-deb -e "$a" /tmp/ca; dpkg-deb -e "$b" /tmp/cb
+	diff -r -x control -x md5sums /tmp/ca /tmp/cb
+	# (-dbgsym: none.)
+	{ grep -Ev ' usr/(bin/nvidia-peermem-doctor|lib/debug/.*)$' /tmp/ca/md5sums || :; } >/tmp/ma
+	{ grep -Ev ' usr/(bin/nvidia-peermem-doctor|lib/debug/.*)$' /tmp/cb/md5sums || :; } >/tmp/mb
+	diff /tmp/ma /tmp/mb
+	# The main package: its other files are there to compare.
+	[ "$p" != nvidia-peer-memory ] || [ "$(wc -l </tmp/ma)" -ge 8 ]
+done
+EOF
+insh deb-arm64-same-as-amd64 "sh deb-same.sh $V"
+if inlog lintian-arm64 "cd deb-arm64 && lintian -I --pedantic --fail-on error,warning,info,pedantic --tag-display-limit 0 *_arm64.changes"; then
+	ok lintian-arm64; else bad lintian-arm64 "$(grep -E '^[EWIP]:' "$LOGS/lintian-arm64.log" | head -n 20)"; fi
+# The aarch64 doctor under qemu-aarch64: its version, usage, exit statuses
+# and report are the amd64 doctor's, on the same root.
+insh deb-arm64-doctor-runs "rm -rf /tmp/debx && dpkg-deb -x deb/$DEB_MAIN /tmp/debx
+	d64='qemu-aarch64 /tmp/deb64x/usr/bin/nvidia-peermem-doctor' d=/tmp/debx/usr/bin/nvidia-peermem-doctor
+	test \"\$(\$d64 --version)\" = 'nvidia-peermem-doctor $V'
+	\$d64 --help >/tmp/help64 && \$d --help >/tmp/help && cmp /tmp/help /tmp/help64 && grep -q '^usage: nvidia-peermem-doctor' /tmp/help64
+	rc=0; \$d64 --bogus 2>/tmp/err64 || rc=\$?; test \$rc = 2 && grep -qx \"nvidia-peermem-doctor: invalid option '--bogus'\" /tmp/err64
+	rc=0; \$d64 --json >/tmp/doctor64.json || rc=\$?; python3 doctor-json.py /tmp/doctor64.json \$rc $V
+	rc1=0; \$d --json >/tmp/doctor.json || rc1=\$?; test \$rc = \$rc1 && cmp /tmp/doctor.json /tmp/doctor64.json"
+
+if inlog rpmbuild-aarch64 "rpmbuild --rebuild --nodeps --without kmod --target aarch64 --define '_topdir /build/rpmtop-aarch64' --define 'dist %{nil}' $SRPM"; then
+	ok rpmbuild-aarch64; else bad rpmbuild-aarch64 "see $LOGS/rpmbuild-aarch64.log"; fi
+# rpm's strip, too, is the target's.
+rpm_cross_built() { cross_built "$1" && grep -qx '+ /usr/lib/rpm/brp-strip aarch64-linux-gnu-strip' "$1"; }
+check rpm-aarch64-doctor-cross-built rpm_cross_built "$LOGS/rpmbuild-aarch64.log"
+RPM64=rpmtop-aarch64/RPMS/aarch64/nvidia_peer_memory-$V-1.aarch64.rpm
+RPM64_DKMS=rpmtop-aarch64/RPMS/noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm
+RPM86=rpmtop/RPMS/x86_64/nvidia_peer_memory-$V-1.x86_64.rpm
+insh rpm-aarch64-files "test \"\$(cd rpmtop-aarch64/RPMS && find . -name '*.rpm' | sort | tr '\n' ' ')\" = './aarch64/nvidia_peer_memory-$V-1.aarch64.rpm ./noarch/nvidia_peer_memory-dkms-$V-1.noarch.rpm ' &&
+	test \"\$(rpm -qp --qf '%{ARCH}' $RPM64)\" = aarch64"
+insh rpm-aarch64-doctor-aarch64 "rm -rf /tmp/rpm64x && mkdir /tmp/rpm64x && rpm2cpio $RPM64 | (cd /tmp/rpm64x && cpio -idm --quiet)
+	sh elf-aarch64.sh /tmp/rpm64x/usr/bin/nvidia-peermem-doctor && file -b /tmp/rpm64x/usr/bin/nvidia-peermem-doctor | grep -q ', stripped\$'"
+# x86_64's files, modes, scripts, triggers and dependencies (but the C
+# library's symbol versions, which differ by architecture).
+cat >"$ROOT/build/rpm-same.sh" <<'EOF'
+set -e
+q() { rpm -qp --qf '[%{FILEMODES:perms} %{FILEUSERNAME} %{FILEGROUPNAME} %{FILEFLAGS:fflags} %{FILENAMES}\n]' "$1"; rpm -qp --scripts --triggers "$1"; }
+req() { rpm -qp --requires "$1" | grep -Ev '^(libc\.so\.6\(GLIBC_|ld-linux-)' | sed 's/(x86-64)\|(aarch-64)/(ARCH)/'; }
+prov() { rpm -qp --provides "$1" | sed 's/(x86-64)\|(aarch-64)/(ARCH)/'; }
+for p in "$1 $2" "$3 $4"; do
+	set -- $p
+	q "$1" >/tmp/qa; q "$2" >/tmp/qb; diff /tmp/qa /tmp/qb
+	req "$1" >/tmp/ra; req "$2" >/tmp/rb; diff /tmp/ra /tmp/rb
+	prov "$1" >/tmp/pa; prov "$2" >/tmp/pb; diff /tmp/pa /tmp/pb
+done
+EOF
+insh rpm-aarch64-same-as-x86_64 "sh rpm-same.sh $RPM86 $RPM64 $RPM_DKMS $RPM64_DKMS &&
+	rpm -qp --requires $RPM64 >/tmp/req64 && grep -qx 'libc.so.6(GLIBC_2.17)(64bit)' /tmp/req64 && ! grep -Eq 'x86-64|GLIBC_2\.2\.5' /tmp/req64"
+insh rpm-aarch64-doctor-runs "test \"\$(qemu-aarch64 /tmp/rpm64x/usr/bin/nvidia-peermem-doctor --version)\" = 'nvidia-peermem-doctor $V'
+	rc=0; qemu-aarch64 /tmp/rpm64x/usr/bin/nvidia-peermem-doctor --json >/tmp/rpm-doctor64.json || rc=\$?
+	python3 doctor-json.py /tmp/rpm-doctor64.json \$rc $V && cmp /tmp/rpm-doctor.json /tmp/rpm-doctor64.json"
+if [ "${NVPM_PKGTEST_STOP_AFTER:-}" = arm64 ]; then finish; fi
 
 # --- rust-headers.sh: refusals --------------------------------------------------------------
 step "rust-headers.sh refuses what cannot work, with the reason"
@@ -680,8 +790,10 @@ step "kmod RPM: rpmbuild --rebuild against /usr/src/linux-headers-$KREL"
 if inlog rpmbuild-kmod "rpmbuild --rebuild --nodeps --define '_topdir /build/rpmtop-kmod' --define 'dist %{nil}' --define 'KVERSION $KREL' --define 'KDIR /usr/src/linux-headers-$KREL' $SRPM"; then
 	ok rpmbuild-kmod; else bad rpmbuild-kmod "see $LOGS/rpmbuild-kmod.log"; fi
 # Every filter in the rpmlintrc must be used: all packages in one run.
-if inlog rpmlint "rpmlint -r src/rpm/nvidia_peer_memory.rpmlintrc src/rpm/nvidia_peer_memory.spec $SRPM rpmtop/RPMS/*/*.rpm rpmtop-kmod/RPMS/*/*.rpm"; then
-	ok rpmlint; else bad rpmlint "$(grep -E ': [EW]: |errors' "$LOGS/rpmlint.log" | head -n 20)"; fi
+# (With the aarch64 RPMs: 1 source and 7 binary packages.)
+if inlog rpmlint "rpmlint -r src/rpm/nvidia_peer_memory.rpmlintrc src/rpm/nvidia_peer_memory.spec $SRPM rpmtop/RPMS/*/*.rpm rpmtop-kmod/RPMS/*/*.rpm \
+	rpmtop-aarch64/RPMS/*/*.rpm"; then ok rpmlint; else bad rpmlint "$(grep -E ': [EW]: |errors' "$LOGS/rpmlint.log" | head -n 20)"; fi
+check rpmlint-all-packages grep -q ' 8 packages and 1 specfiles checked; 0 errors, 0 warnings' "$LOGS/rpmlint.log"
 insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -qx /lib/modules/$KREL/extra/nvidia_peermem.ko &&
 	rpm -qp --scripts rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -q 'depmod -a $KREL'"
 
