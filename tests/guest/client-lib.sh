@@ -84,6 +84,20 @@ reg_and_check() {
 	nvpm-tool gpu free "$rc_va" >/dev/null
 }
 
+# reg_fails NAME ERRNO_RE VA SIZE [FLAGS...]: the registration fails with an
+# errno matching ERRNO_RE, and nothing stays pinned or mapped.
+reg_fails() {
+	rf_name=$1 rf_errno=$2
+	shift 2
+	if rf_out=$(nvpm-tool core reg "$@" 2>&1); then
+		fail "$rf_name" "registered as MR $rf_out"
+		nvpm-tool core dereg "$rf_out"
+	else
+		expect_match "$rf_name" "\\(($rf_errno)\\)" "$rf_out"
+	fi
+	expect_nothing_held "$rf_name/nothing-held"
+}
+
 # reg_range NAME ALLOC LAYOUT OFFSET LENGTH: registers LENGTH bytes at
 # OFFSET into a new buffer of ALLOC bytes, checks the SG list against the
 # GPU's DMA addresses, deregisters and frees.

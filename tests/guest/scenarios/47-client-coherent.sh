@@ -16,20 +16,6 @@
 . /tests/lib.sh
 . /tests/client-lib.sh
 
-# reg_fails NAME ERRNO_RE VA SIZE [FLAGS...]: the registration fails with an
-# errno matching ERRNO_RE, and nothing stays pinned or mapped.
-reg_fails() {
-	rf_name=$1 rf_errno=$2
-	shift 2
-	if rf_out=$(nvpm-tool core reg "$@" 2>&1); then
-		fail "$rf_name" "registered as MR $rf_out"
-		nvpm-tool core dereg "$rf_out"
-	else
-		expect_match "$rf_name" "\\(($rf_errno)\\)" "$rf_out"
-	fi
-	expect_nothing_held "$rf_name/nothing-held"
-}
-
 # reg_ok NAME VA SIZE [FLAGS...]: registers, checks the SG list against the
 # GPU's DMA addresses, deregisters.
 reg_ok() {

@@ -14,20 +14,6 @@ K64=65536
 # stat NAME: one of the module's statistics.
 stat() { awk -v n="$1" '$1 == n { print $2 }' "$STATS" 2>/dev/null; }
 
-# bad_reg NAME ERRNO VA SIZE [FLAGS...]: the registration fails with ERRNO
-# (exactly) and leaves nothing held.
-bad_reg() {
-	br_name=$1 br_errno=$2
-	shift 2
-	if br_out=$(nvpm-tool core reg "$@" 2>&1); then
-		fail "$br_name" "registered as MR $br_out"
-		nvpm-tool core dereg "$br_out"
-	else
-		expect_match "$br_name" "\\($br_errno\\)" "$br_out"
-	fi
-	expect_nothing_held "$br_name/nothing-held"
-}
-
 # good_reg NAME VA SIZE [FLAGS...]: registers, checks the SG list against the
 # GPU's DMA addresses, deregisters; prints nothing, asserts.
 good_reg() {
@@ -52,29 +38,29 @@ for layout in default legacy; do
 
 	# Ranges.
 	d0=$(stat declines)
-	bad_reg "$t/zero-length" EFAULT "$a" 0 --unchecked $flags
+	reg_fails "$t/zero-length" EFAULT "$a" 0 --unchecked $flags
 	if own_feature "$t/zero-length/declined"; then
 		expect_match "$t/zero-length/declined" "^[1-9]" $(($(stat declines) - d0))
 	fi
-	bad_reg "$t/wrap-around" EFAULT 0xffffffffffff0000 1M --unchecked $flags
-	bad_reg "$t/cover-wraps" EFAULT 0xfffffffffffe0001 0x1fffe $flags
+	reg_fails "$t/wrap-around" EFAULT 0xffffffffffff0000 1M --unchecked $flags
+	reg_fails "$t/cover-wraps" EFAULT 0xfffffffffffe0001 0x1fffe $flags
 	good_reg "$t/unaligned-start" $((a + 4097)) $((0x100000 - 4097)) $flags
 	good_reg "$t/unaligned-end" "$a" $((0x100000 - 4097)) $flags
 	good_reg "$t/unaligned-both" $((a + 12345)) 300000 $flags
 	good_reg "$t/last-byte" $((a + 0xfffff)) 1 $flags
 	good_reg "$t/ends-at-buffer-end" $((a + K64)) $((0x100000 - K64)) $flags
 	good_reg "$t/read-only" "$a" 1M --ro $flags
-	bad_reg "$t/one-byte-past-end" EFAULT "$a" $((0x100000 + 1)) $flags
-	bad_reg "$t/starts-in-hole" EFAULT $((b - 4096)) $((K64 + 4096)) $flags
-	bad_reg "$t/spans-two-buffers" EFAULT $((a + 0xf0000)) $((0x30000)) $flags
-	bad_reg "$t/in-hole" EFAULT $((a + 0x100000)) $K64 $flags
-	bad_reg "$t/address-zero" EFAULT 0 $K64 $flags
-	bad_reg "$t/not-gpu-memory" EFAULT 0x10000 $K64 $flags
-	bad_reg "$t/huge-size" EFAULT "$a" $((1 << 50)) $flags
-	bad_reg "$t/larger-than-vram" EFAULT "$a" 8G $flags
+	reg_fails "$t/one-byte-past-end" EFAULT "$a" $((0x100000 + 1)) $flags
+	reg_fails "$t/starts-in-hole" EFAULT $((b - 4096)) $((K64 + 4096)) $flags
+	reg_fails "$t/spans-two-buffers" EFAULT $((a + 0xf0000)) $((0x30000)) $flags
+	reg_fails "$t/in-hole" EFAULT $((a + 0x100000)) $K64 $flags
+	reg_fails "$t/address-zero" EFAULT 0 $K64 $flags
+	reg_fails "$t/not-gpu-memory" EFAULT 0x10000 $K64 $flags
+	reg_fails "$t/huge-size" EFAULT "$a" $((1 << 50)) $flags
+	reg_fails "$t/larger-than-vram" EFAULT "$a" 8G $flags
 	c=$(nvpm-tool gpu alloc 1M)
 	nvpm-tool gpu free "$c" >/dev/null
-	bad_reg "$t/freed-buffer" EFAULT "$c" 1M $flags
+	reg_fails "$t/freed-buffer" EFAULT "$c" 1M $flags
 
 	# Two registrations of one range: two pins, independent.
 	id1=$(nvpm-tool core reg "$a" 1M $flags)
@@ -88,7 +74,7 @@ for layout in default legacy; do
 
 	# A DMA device that is no PCI function: refused before the driver sees it.
 	m0=$(nvpm-tool gpu counter calls.dma_map_pages)
-	bad_reg "$t/non-pci-device" EINVAL "$a" 1M --nonpci $flags
+	reg_fails "$t/non-pci-device" EINVAL "$a" 1M --nonpci $flags
 	expect_eq "$t/non-pci-device/driver-not-called" "$m0" "$(nvpm-tool gpu counter calls.dma_map_pages)"
 
 	# What the driver hands back is checked before use: a 4 KiB page size
@@ -96,16 +82,16 @@ for layout in default legacy; do
 	# the driver's dma_map_pages. The page table's version and entry count
 	# are this module's own checks (the anchor comes with its driver).
 	nvpm-tool gpu set bad_data page_size
-	bad_reg "$t/driver-page_size" "EFAULT|EINVAL" "$a" 1M $flags
+	reg_fails "$t/driver-page_size" "EFAULT|EINVAL" "$a" 1M $flags
 	if own_feature "$t/driver-pt_version+entries"; then
 		for bad in pt_version entries; do
 			nvpm-tool gpu set bad_data $bad
-			bad_reg "$t/driver-$bad" EFAULT "$a" 1M $flags
+			reg_fails "$t/driver-$bad" EFAULT "$a" 1M $flags
 		done
 	fi
 	expect_counter "$t/driver-page_size/never-mapped" gpu violation.bad_page_size 0
 	nvpm-tool gpu set bad_data dma_version
-	bad_reg "$t/driver-dma_version" EINVAL "$a" 1M $flags
+	reg_fails "$t/driver-dma_version" EINVAL "$a" 1M $flags
 	nvpm-tool gpu set bad_data none
 	nvpm-tool gpu set cpu_cacheable 1
 	good_reg "$t/cpu-cacheable" "$a" 1M $flags
