@@ -71,7 +71,7 @@ qemu_args=
 echo "bench: QEMU ${qemu_args:-without -icount: guest time is real time, other work on the host skews it}"
 echo "bench: host load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0
-GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$files \
+GUEST_SHARDS=1 GUEST_QEMU_ARGS=$qemu_args GUEST_OUT=$OUT GUEST_SCENARIO_DIR=tests/bench GUEST_SCENARIOS='[0-9]*' GUEST_FILES=$files \
 	GUEST_TIMEOUT=${BENCH_TIMEOUT:-3600} GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 	tests/guest/run.sh >"$OUT/guest.log" 2>&1 || rc=$?
 grep -E '^guest:|FAIL|SUMMARY' "$OUT/guest.log" || true

@@ -20,7 +20,11 @@
 # VERSION); GUEST_QEMU_ARGS
 # extra QEMU options (`make bench`: -icount); GUEST_APPEND extra kernel
 # parameters; GUEST_KMEMLEAK=1 to scan for leaks after the scenarios (the
-# kernel needs kmemleak) and fail on any report.
+# kernel needs kmemleak) and fail on any report; GUEST_SHARDS how many guests
+# share the scenarios, side by side (default: the host's CPUs, at most 2; 1
+# for timings), GUEST_WEIGHTS the scenarios' weights that balance them
+# (default tests/guest/weights). With several, each guest's logs are in
+# $GUEST_OUT/shard-K and the usual files hold them all, one after another.
 # The guest's architecture is the module's (its ELF header): an x86_64 guest
 # gets this root's own busybox and kmod, an aarch64 one (qemu-system-aarch64
 # -M virt) those of GUEST_USERLAND (kernel-*-arm64.env, scripts/provision.sh).
@@ -29,9 +33,6 @@ cd "$(dirname "$0")/../.."
 : "${KREL:?}" "${VMLINUZ:?}" "${DEBIAN_MODULES:?}"
 OUT=${GUEST_OUT:-build/guest}
 ROOT=$OUT/initramfs
-LOG=$OUT/serial.log
-# The second serial port: only the result and bench lines (report in tests/guest/lib.sh).
-RESULTS=$OUT/results.log
 PEERMEM_KO=${GUEST_PEERMEM_KO:-nvidia_peermem.ko}
 case $(file -b "$PEERMEM_KO") in
 *x86-64*) GUEST_ARCH=x86_64 ;;
@@ -110,89 +111,168 @@ cp /usr/sbin/service "$ROOT/usr/sbin/service"
 cp "$(ul_bin dash)" "$ROOT/usr/bin/dash"
 cp tests/guest/init "$ROOT/init"
 chmod +x "$ROOT/init"
+
+# Shards: GUEST_SHARDS guests boot side by side from this initramfs, each
+# running whole scenarios (init's nvpm.shard=K), balanced by their weights
+# (GUEST_WEIGHTS, default tests/guest/weights: "<glob> <seconds>" lines, the
+# first match counts, 10 s without one), heaviest first onto the lightest
+# shard. A TCG guest keeps about one host CPU busy, so the default is the
+# host's CPUs, at most 2.
+scenarios=()
+for t in "$ROOT"/tests/[0-9]*.sh; do [ -e "$t" ] && scenarios+=("$(basename "$t" .sh)"); done
+shards=${GUEST_SHARDS:-$(($(nproc) >= 2 ? 2 : 1))}
+[[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "guest: GUEST_SHARDS=$shards: not a number of guests" >&2; exit 1; }
+[ "$shards" -le "${#scenarios[@]}" ] || shards=${#scenarios[@]}
+[ "$shards" -ge 1 ] || shards=1
+weight() { # $1 = scenario
+	local glob sec
+	while read -r glob sec; do
+		case $glob in '' | '#'*) continue ;; esac
+		# shellcheck disable=SC2053 # the glob matches
+		[[ $1 == $glob ]] && { echo "$sec"; return; }
+	done <"${GUEST_WEIGHTS:-tests/guest/weights}"
+	echo 10
+}
+if [ "$shards" -gt 1 ]; then
+	declare -a load
+	for ((k = 1; k <= shards; k++)); do load[k]=0; : >"$ROOT/tests/shard-$k"; done
+	while read -r sec name; do
+		best=1
+		for ((k = 2; k <= shards; k++)); do [ "${load[k]}" -ge "${load[best]}" ] || best=$k; done
+		load[best]=$((load[best] + sec))
+		echo "$name" >>"$ROOT/tests/shard-$best"
+	done < <(for n in "${scenarios[@]}"; do echo "$(weight "$n") $n"; done | sort -k1,1nr -k2,2)
+fi
 (cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$OUT/initramfs.cpio.gz"
 
-echo "guest: booting $KREL (TCG), scenarios: $(cd "$ROOT/tests" && ls [0-9]*.sh | wc -l)"
-rm -f "$LOG" "$RESULTS"
-t0=$SECONDS
 # arm64: QEMU's virt board with PL011 UARTs (ttyAMA0, and ttyAMA1 from the
 # second -serial); pointer authentication's cheap QEMU algorithm keeps TCG fast.
 case $GUEST_ARCH in
 x86_64) qemu=(qemu-system-x86_64 -accel tcg -cpu max) console=ttyS0 ;;
 aarch64) qemu=(qemu-system-aarch64 -M virt -accel tcg -cpu "max,pauth-impdef=on") console=ttyAMA0 ;;
 esac
-# shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
-timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp 2 \
-	-nographic -no-reboot -serial "file:$LOG" -serial "file:$RESULTS" -monitor none \
-	-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
-	-append "console=$console panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}" ${GUEST_QEMU_ARGS:-} >"$OUT/qemu.out" 2>&1 || true
-echo "guest: finished in $((SECONDS - t0)) s, log $LOG"
+# boot DIR [PARAM [WHAT]]: one guest, its console in DIR/serial.log and its
+# second serial port (only the result and bench lines: report in
+# tests/guest/lib.sh) in DIR/results.log.
+boot() {
+	local t0=$SECONDS
+	mkdir -p "$1"
+	rm -f "$1/serial.log" "$1/results.log"
+	# shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
+	timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp 2 \
+		-nographic -no-reboot -serial "file:$1/serial.log" -serial "file:$1/results.log" -monitor none \
+		-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
+		-append "console=$console panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}${2:+ $2}" \
+		${GUEST_QEMU_ARGS:-} >"$1/qemu.out" 2>&1 || true
+	echo "guest: ${3:-finished} in $((SECONDS - t0)) s, log $1/serial.log"
+}
 
-tr -d '\r' <"$LOG" >"$LOG.txt"
-tr -d '\r' <"$RESULTS" >"$RESULTS.txt" 2>/dev/null || : >"$RESULTS.txt"
-# Results from their own port; from the console only if that port stayed
-# empty (a guest kernel without a second UART), where lines can be cut.
-from=$RESULTS.txt
-if ! grep -q '^NVPM-RESULT ' "$from"; then
-	from=$LOG.txt
-	grep -q '^NVPM-RESULT ' "$from" && echo "guest: no results on the second serial port, reading the console's"
-fi
-grep -E '^NVPM-RESULT ' "$from" | sed 's/^NVPM-RESULT /  /' || true
-grep -E '^NVPM-FIGURES ' "$LOG.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
-pass=$(grep -c '^NVPM-RESULT PASS ' "$from" || true)
-fail=$(grep -c '^NVPM-RESULT FAIL ' "$from" || true)
-skipped=$(grep -c '^NVPM-RESULT SKIP ' "$from" || true)
-[ "$skipped" = 0 ] || echo "guest: $skipped check(s) skipped (SKIP lines above: not for this module)"
-if ! grep -q '^NVPM-DONE' "$LOG.txt"; then
-	echo "  FAIL guest/completed: the guest did not finish (crash or timeout); tail of the log:"
-	tail -n 30 "$LOG.txt" | sed 's/^/    /'
-	fail=$((fail + 1))
-else
-	pass=$((pass + 1))
-fi
-# Every result line the scenarios reported (init's count) arrived: a port
-# that delivered nothing, or a console that cut lines, fails here.
-reported=$(sed -n 's/^NVPM-REPORTED \([0-9]*\)$/\1/p' "$RESULTS.txt" "$LOG.txt" | head -n1)
-received=$(grep -c '^NVPM-RESULT ' "$from" || true)
-if [ -z "$reported" ]; then
-	# Without NVPM-DONE, guest/completed has failed already.
-	if grep -q '^NVPM-DONE' "$LOG.txt"; then
-		echo "  FAIL guest/results-complete: the guest sent no count of its results"
-		fail=$((fail + 1))
+pass=0 fail=0
+# check NAME DIR: what one guest's logs in DIR say: its results, figures and
+# times, whether it finished, received all its results, kept dmesg clean and
+# (GUEST_KMEMLEAK=1) leaked nothing; NAME prefixes the checks of the run.
+check() {
+	local name=$1 dir=$2 from reported received skipped bad
+	tr -d '\r' <"$dir/serial.log" >"$dir/serial.log.txt" 2>/dev/null || : >"$dir/serial.log.txt"
+	tr -d '\r' <"$dir/results.log" >"$dir/results.log.txt" 2>/dev/null || : >"$dir/results.log.txt"
+	# Results from their own port; from the console only if that port stayed
+	# empty (a guest kernel without a second UART), where lines can be cut.
+	from=$dir/results.log.txt
+	if ! grep -q '^NVPM-RESULT ' "$from"; then
+		from=$dir/serial.log.txt
+		grep -q '^NVPM-RESULT ' "$from" && echo "guest: no results on the second serial port, reading the console's"
 	fi
-elif [ "$reported" != "$received" ]; then
-	echo "  FAIL guest/results-complete: the scenarios reported $reported results, $received arrived ($from)"
-	fail=$((fail + 1))
-else
-	echo "  PASS guest/results-complete ($received)"
-	pass=$((pass + 1))
-fi
-# dmesg of the whole run, dumped by init between markers.
-sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$LOG.txt" >"$OUT/dmesg.txt"
-# Lockdep and sleep-in-atomic reports start with WARNING: or BUG:, except
-# a few INFO: lines; what is not counted: tests/guest/log-scan.sh.
-bad=$(tests/guest/log-scan.sh "$LOG.txt" "$RESULTS.txt")
-if [ -n "$bad" ]; then
-	echo "  FAIL guest/dmesg-clean:"
-	printf '%s\n' "$bad" | head -n 20 | sed 's/^/    /'
-	fail=$((fail + 1))
-else
-	echo "  PASS guest/dmesg-clean"
-	pass=$((pass + 1))
-fi
-if [ "${GUEST_KMEMLEAK:-0}" = 1 ]; then
-	sed -n '/^NVPM-KMEMLEAK-BEGIN/,/^NVPM-KMEMLEAK-END/p' "$LOG.txt" >"$OUT/kmemleak.txt"
-	if ! grep -q '^NVPM-KMEMLEAK-END' "$OUT/kmemleak.txt"; then
-		echo "  FAIL guest/kmemleak: no scan (kmemleak disabled or missing in this kernel, or the guest did not finish)"
-		fail=$((fail + 1))
-	elif grep -q 'unreferenced object' "$OUT/kmemleak.txt"; then
-		echo "  FAIL guest/kmemleak: $(grep -c 'unreferenced object' "$OUT/kmemleak.txt") leak(s), full report $OUT/kmemleak.txt:"
-		grep -v '^NVPM-KMEMLEAK' "$OUT/kmemleak.txt" | head -n 30 | sed 's/^/    /'
+	grep -E '^NVPM-RESULT ' "$from" | sed 's/^NVPM-RESULT /  /' || true
+	grep -E '^NVPM-FIGURES ' "$dir/serial.log.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
+	echo "guest: seconds per scenario: $(sed -n 's/^NVPM-TIME //p' "$dir/serial.log.txt" | paste -sd ' ' | sed 's/ \([0-9]*\) / \1, /g')"
+	sed -n 's/^NVPM-TIME \([^ ]*\) [0-9]*$/\1/p' "$dir/serial.log.txt" >>"$OUT/ran"
+	pass=$((pass + $(grep -c '^NVPM-RESULT PASS ' "$from" || true)))
+	fail=$((fail + $(grep -c '^NVPM-RESULT FAIL ' "$from" || true)))
+	skipped=$(grep -c '^NVPM-RESULT SKIP ' "$from" || true)
+	[ "$skipped" = 0 ] || echo "guest: $skipped check(s) skipped (SKIP lines above: not for this module)"
+	if ! grep -q '^NVPM-DONE' "$dir/serial.log.txt"; then
+		echo "  FAIL $name/completed: the guest did not finish (crash or timeout); tail of the log:"
+		tail -n 30 "$dir/serial.log.txt" | sed 's/^/    /'
 		fail=$((fail + 1))
 	else
-		echo "  PASS guest/kmemleak"
 		pass=$((pass + 1))
 	fi
+	# Every result line the scenarios reported (init's count) arrived: a port
+	# that delivered nothing, or a console that cut lines, fails here.
+	reported=$(sed -n 's/^NVPM-REPORTED \([0-9]*\)$/\1/p' "$dir/results.log.txt" "$dir/serial.log.txt" | head -n1)
+	received=$(grep -c '^NVPM-RESULT ' "$from" || true)
+	if [ -z "$reported" ]; then
+		# Without NVPM-DONE, completed has failed already.
+		if grep -q '^NVPM-DONE' "$dir/serial.log.txt"; then
+			echo "  FAIL $name/results-complete: the guest sent no count of its results"
+			fail=$((fail + 1))
+		fi
+	elif [ "$reported" != "$received" ]; then
+		echo "  FAIL $name/results-complete: the scenarios reported $reported results, $received arrived ($from)"
+		fail=$((fail + 1))
+	else
+		echo "  PASS $name/results-complete ($received)"
+		pass=$((pass + 1))
+	fi
+	# dmesg of the whole run, dumped by init between markers.
+	sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$dir/serial.log.txt" >"$dir/dmesg.txt"
+	# Lockdep and sleep-in-atomic reports start with WARNING: or BUG:, except
+	# a few INFO: lines; what is not counted: tests/guest/log-scan.sh.
+	bad=$(tests/guest/log-scan.sh "$dir/serial.log.txt" "$dir/results.log.txt")
+	if [ -n "$bad" ]; then
+		echo "  FAIL $name/dmesg-clean:"
+		printf '%s\n' "$bad" | head -n 20 | sed 's/^/    /'
+		fail=$((fail + 1))
+	else
+		echo "  PASS $name/dmesg-clean"
+		pass=$((pass + 1))
+	fi
+	if [ "${GUEST_KMEMLEAK:-0}" = 1 ]; then
+		sed -n '/^NVPM-KMEMLEAK-BEGIN/,/^NVPM-KMEMLEAK-END/p' "$dir/serial.log.txt" >"$dir/kmemleak.txt"
+		if ! grep -q '^NVPM-KMEMLEAK-END' "$dir/kmemleak.txt"; then
+			echo "  FAIL $name/kmemleak: no scan (kmemleak disabled or missing in this kernel, or the guest did not finish)"
+			fail=$((fail + 1))
+		elif grep -q 'unreferenced object' "$dir/kmemleak.txt"; then
+			echo "  FAIL $name/kmemleak: $(grep -c 'unreferenced object' "$dir/kmemleak.txt") leak(s), full report $dir/kmemleak.txt:"
+			grep -v '^NVPM-KMEMLEAK' "$dir/kmemleak.txt" | head -n 30 | sed 's/^/    /'
+			fail=$((fail + 1))
+		else
+			echo "  PASS $name/kmemleak"
+			pass=$((pass + 1))
+		fi
+	fi
+}
+
+echo "guest: booting $KREL (TCG), scenarios: ${#scenarios[@]}$([ "$shards" = 1 ] || echo ", $shards guests side by side")"
+rm -f "$OUT"/serial.log* "$OUT"/results.log* "$OUT"/dmesg.txt "$OUT"/kmemleak.txt
+rm -rf "$OUT"/shard-* "$OUT/ran"
+t0=$SECONDS
+if [ "$shards" = 1 ]; then
+	boot "$OUT"
+	check guest "$OUT"
+else
+	for ((k = 1; k <= shards; k++)); do
+		boot "$OUT/shard-$k" "nvpm.shard=$k" "shard $k finished" &
+	done
+	wait
+	echo "guest: all $shards finished in $((SECONDS - t0)) s"
+	for ((k = 1; k <= shards; k++)); do
+		echo "guest: shard $k of $shards: $(paste -sd ' ' "$ROOT/tests/shard-$k")"
+		check "guest/shard-$k" "$OUT/shard-$k"
+	done
+	# The whole run's logs where a single guest leaves them, one shard after another.
+	for f in serial.log.txt results.log.txt dmesg.txt kmemleak.txt; do
+		[ -e "$OUT/shard-1/$f" ] || continue
+		cat "$OUT"/shard-*/"$f" >"$OUT/$f"
+	done
+fi
+# Every scenario ran to its end (init's NVPM-TIME line), once.
+missing=$(printf '%s\n' "${scenarios[@]}" | sort | diff - <(sort "$OUT/ran") | sed -n 's/^[<>] //p' | paste -sd ' ' || true)
+if [ -n "$missing" ]; then
+	echo "  FAIL guest/scenarios-ran: not run to its end, or run twice: $missing"
+	fail=$((fail + 1))
+else
+	pass=$((pass + 1))
 fi
 grep -m1 'Linux version' "$OUT/dmesg.txt" | sed 's/^\[[^]]*\] /guest: /' || true
 echo "GUEST-SUMMARY $pass passed, $fail failed"

@@ -31,7 +31,7 @@ step() {
 	rm -rf "${OUT:?}/$1"
 	mkdir -p "$OUT/$1"
 	echo "bench-profile: step $1 ($(date +%T))"
-	GUEST_OUT=$OUT/$1 GUEST_SCENARIO_DIR=tests/bench/profile GUEST_SCENARIOS='[0-9]*' \
+	GUEST_SHARDS=1 GUEST_OUT=$OUT/$1 GUEST_SCENARIO_DIR=tests/bench/profile GUEST_SCENARIOS='[0-9]*' \
 		GUEST_FILES=$OUT/profile.env GUEST_APPEND=nokaslr GUEST_TIMEOUT=${PROFILE_TIMEOUT:-1500} \
 		GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
 		GUEST_QEMU_ARGS="-icount shift=0,sleep=off -plugin $PWD/$OUT/tbcount.so,arg=out=$PWD/$OUT/$1/blocks.txt" \
