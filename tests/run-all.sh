@@ -7,21 +7,34 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/summary.sh
 mkdir -p build/logs
 pass=0 fail=0
+# Busy and total CPU time since boot, from /proc/stat (idle and iowait are not busy).
+cpu_times() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
+# How many of the host's CPUs were busy on average since "busy total" ($1 $2):
+# everything on the host, the background debug kernel build included.
+cpus_busy() { # "busy total"
+	local busy total busy0 total0
+	read -r busy total < <(cpu_times)
+	read -r busy0 total0 <<<"$1"
+	awk -v b=$((busy - busy0)) -v t=$((total - total0)) -v n="$(nproc)" 'BEGIN { printf "%.1f of %d CPUs busy", t ? n * b / t : 0, n }'
+}
 run_suite() { # name command...
-	local name=$1 log=build/logs/$1.log t1=$SECONDS
+	local name=$1 log=build/logs/$1.log t1=$SECONDS c1
+	c1=$(cpu_times)
 	shift
 	echo "=== $name"
 	"$@" 2>&1 | tee "$log"
 	summary_add "$log" || echo "=== $name: no summary (the suite broke before reporting), counted as 1 failure"
-	echo "=== $name in $((SECONDS - t1)) s"
+	echo "=== $name in $((SECONDS - t1)) s ($(cpus_busy "$c1"))"
 }
 t0=$SECONDS
+c0=$(cpu_times)
 # The debug kernel, when not cached (17 to 39 minutes of two cores), builds
 # in the background from the start, at nice 19 as always: the suites before
 # debug mostly keep one core busy with a guest, and the build takes the
 # other. The debug suite waits for it (wait_debug_kernel).
 echo "=== provisioning the trixie root and Debian's 7.3 tree"
 scripts/provision.sh || echo "=== provisioning failed: the suites will say what it broke"
+echo "=== provisioned in $((SECONDS - t0)) s ($(cpus_busy "$c0"))"
 debug_kernel_pid=
 if ! scripts/debug-kernel.sh cached >/dev/null 2>&1; then
 	echo "=== the debug kernel builds in the background (log: build/logs/debug-kernel.log)"
@@ -59,6 +72,6 @@ run_suite anchor-debug make --no-print-directory check-anchor-debug
 # After debug: DKMS against the debug kernel, a CONFIG_MODVERSIONS kernel, is
 # part of it, and here its absence is a failure, not a skip.
 run_suite packaging env NVPM_PKGTEST_MODVERSIONS=1 NVPM_PKGTEST_CARRIED=1 tests/packaging/run.sh
-echo "=== all suites in $((SECONDS - t0)) s"
+echo "=== all suites in $((SECONDS - t0)) s ($(cpus_busy "$c0"))"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
