@@ -40,8 +40,12 @@ if ! scripts/debug-kernel.sh cached >/dev/null 2>&1; then
 	echo "=== the debug kernel builds in the background (log: build/logs/debug-kernel.log)"
 	scripts/debug-kernel.sh build >build/logs/debug-kernel.log 2>&1 &
 	debug_kernel_pid=$!
-	trap '[ -z "$debug_kernel_pid" ] || kill -- "$debug_kernel_pid" 2>/dev/null' EXIT
 fi
+# The packaging suite's root (3-5 minutes cold, mostly downloads and dpkg)
+# too; the suite waits for it on its lock, and builds it itself if this failed.
+nice -n 19 tests/packaging/root.sh >build/logs/packaging-root.log 2>&1 &
+packaging_root_pid=$!
+trap 'kill -- $debug_kernel_pid $packaging_root_pid 2>/dev/null' EXIT
 # Waits for the background build, showing its progress every minute; its
 # failure shows in the debug suite, which then builds it itself.
 wait_debug_kernel() {
