@@ -113,35 +113,20 @@ cp tests/guest/init "$ROOT/init"
 chmod +x "$ROOT/init"
 
 # Shards: GUEST_SHARDS guests boot side by side from this initramfs, each
-# running whole scenarios (init's nvpm.shard=K), balanced by their weights
-# (GUEST_WEIGHTS, default tests/guest/weights: "<glob> <seconds>" lines, the
-# first match counts, 10 s without one), heaviest first onto the lightest
-# shard. A TCG guest keeps about one host CPU busy, so the default is the
-# host's CPUs, at most 2.
+# running whole scenarios (init's nvpm.shard=K), spread by tests/guest/shards.sh
+# by their weights (GUEST_WEIGHTS, default tests/guest/weights). A TCG guest
+# keeps about one host CPU busy, so the default is the host's CPUs, at most 2.
 scenarios=()
 for t in "$ROOT"/tests/[0-9]*.sh; do [ -e "$t" ] && scenarios+=("$(basename "$t" .sh)"); done
 shards=${GUEST_SHARDS:-$(($(nproc) >= 2 ? 2 : 1))}
 [[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "guest: GUEST_SHARDS=$shards: not a number of guests" >&2; exit 1; }
 [ "$shards" -le "${#scenarios[@]}" ] || shards=${#scenarios[@]}
 [ "$shards" -ge 1 ] || shards=1
-weight() { # $1 = scenario
-	local glob sec
-	while read -r glob sec; do
-		case $glob in '' | '#'*) continue ;; esac
-		# shellcheck disable=SC2053 # the glob matches
-		[[ $1 == $glob ]] && { echo "$sec"; return; }
-	done <"${GUEST_WEIGHTS:-tests/guest/weights}"
-	echo 10
-}
 if [ "$shards" -gt 1 ]; then
-	declare -a load
-	for ((k = 1; k <= shards; k++)); do load[k]=0; : >"$ROOT/tests/shard-$k"; done
-	while read -r sec name; do
-		best=1
-		for ((k = 2; k <= shards; k++)); do [ "${load[k]}" -ge "${load[best]}" ] || best=$k; done
-		load[best]=$((load[best] + sec))
-		echo "$name" >>"$ROOT/tests/shard-$best"
-	done < <(for n in "${scenarios[@]}"; do echo "$(weight "$n") $n"; done | sort -k1,1nr -k2,2)
+	plan=$(tests/guest/shards.sh "$shards" "${GUEST_WEIGHTS:-tests/guest/weights}" "${scenarios[@]}")
+	for ((k = 1; k <= shards; k++)); do
+		awk -v k="$k" '$1 == k { print $2 }' <<<"$plan" >"$ROOT/tests/shard-$k"
+	done
 fi
 (cd "$ROOT" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$OUT/initramfs.cpio.gz"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Host tests: the workspace's cargo tests (pure logic shared with the module)
-# and the loom models of the invalidation protocol (tests/loom).
+# Host tests: the workspace's cargo tests (pure logic shared with the module),
+# the loom models of the invalidation protocol (tests/loom) and the guest
+# runner's spreading of scenarios over guests (tests/guest/shards-test.sh).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out=$(cargo test --workspace --color never 2>&1)
 rc=$?
 # The invalidation protocol under loom: a crate outside the workspace
@@ -19,5 +20,9 @@ if [ $rc != 0 ] && [ "$fail" = 0 ]; then
 	printf '%s\n' "$out" | tail -n 30
 	fail=1
 fi
+shards=$(tests/guest/shards-test.sh 2>&1)
+printf '%s\n' "$shards" | grep -v '^PASS ' || true
+pass=$((pass + $(grep -c '^PASS ' <<<"$shards"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$shards")))
+grep -q '^SHARDS-SUMMARY ' <<<"$shards" || fail=$((fail + 1))
 echo "HOST-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]
