@@ -21,8 +21,7 @@
 # extra QEMU options (`make bench`: -icount); GUEST_APPEND extra kernel
 # parameters; GUEST_KMEMLEAK=1 to scan for leaks after the scenarios (the
 # kernel needs kmemleak) and fail on any report; GUEST_SHARDS how many guests
-# share the scenarios, side by side (default: the host's CPUs, at most 2; 1
-# for timings), GUEST_WEIGHTS the scenarios' weights that balance them
+# share the scenarios, side by side (default 1), GUEST_WEIGHTS the scenarios' weights that balance them
 # (default tests/guest/weights). With several, each guest's logs are in
 # $GUEST_OUT/shard-K and the usual files hold them all, one after another.
 # The guest's architecture is the module's (its ELF header): an x86_64 guest
@@ -114,11 +113,12 @@ chmod +x "$ROOT/init"
 
 # Shards: GUEST_SHARDS guests boot side by side from this initramfs, each
 # running whole scenarios (init's nvpm.shard=K), spread by tests/guest/shards.sh
-# by their weights (GUEST_WEIGHTS, default tests/guest/weights). A TCG guest
-# keeps about one host CPU busy, so the default is the host's CPUs, at most 2.
+# by their weights (GUEST_WEIGHTS, default tests/guest/weights). Default one
+# guest: two help where long scenarios leave a host CPU idle (make check's
+# guest suite), and slow down short runs full of module loads.
 scenarios=()
 for t in "$ROOT"/tests/[0-9]*.sh; do [ -e "$t" ] && scenarios+=("$(basename "$t" .sh)"); done
-shards=${GUEST_SHARDS:-$(($(nproc) >= 2 ? 2 : 1))}
+shards=${GUEST_SHARDS:-1}
 [[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "guest: GUEST_SHARDS=$shards: not a number of guests" >&2; exit 1; }
 [ "$shards" -le "${#scenarios[@]}" ] || shards=${#scenarios[@]}
 [ "$shards" -ge 1 ] || shards=1
