@@ -21,8 +21,8 @@
 # extra QEMU options (`make bench`: -icount); GUEST_APPEND extra kernel
 # parameters; GUEST_KMEMLEAK=1 to scan for leaks after the scenarios (the
 # kernel needs kmemleak) and fail on any report; GUEST_SHARDS how many guests
-# share the scenarios, side by side (default 1), GUEST_WEIGHTS the scenarios' weights that balance them
-# (default tests/guest/weights). With several, each guest's logs are in
+# share the scenarios, side by side (default 1), GUEST_WEIGHTS the weights
+# that balance them (default tests/guest/weights). With several, each guest's logs are in
 # $GUEST_OUT/shard-K and the usual files hold them all, one after another.
 # The guest's architecture is the module's (its ELF header): an x86_64 guest
 # gets this root's own busybox and kmod, an aarch64 one (qemu-system-aarch64
