@@ -144,7 +144,7 @@ boot() {
 	mkdir -p "$1"
 	rm -f "$1/serial.log" "$1/results.log"
 	# shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
-	timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp 2 \
+	timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp $GUEST_CPUS \
 		-nographic -no-reboot -serial "file:$1/serial.log" -serial "file:$1/results.log" -monitor none \
 		-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
 		-append "console=$console panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}${2:+ $2}" \
@@ -152,12 +152,14 @@ boot() {
 	echo "guest: ${3:-finished} in $((SECONDS - t0)) s, log $1/serial.log"
 }
 
+# CPUs per guest: the concurrency scenarios need more than one.
+GUEST_CPUS=2
 pass=0 fail=0
 # check NAME DIR: what one guest's logs in DIR say: its results, figures and
 # times, whether it finished, received all its results, kept dmesg clean and
 # (GUEST_KMEMLEAK=1) leaked nothing; NAME prefixes the checks of the run.
 check() {
-	local name=$1 dir=$2 from reported received skipped bad
+	local name=$1 dir=$2 from reported received skipped bad cpus
 	tr -d '\r' <"$dir/serial.log" >"$dir/serial.log.txt" 2>/dev/null || : >"$dir/serial.log.txt"
 	tr -d '\r' <"$dir/results.log" >"$dir/results.log.txt" 2>/dev/null || : >"$dir/results.log.txt"
 	# Results from their own port; from the console only if that port stayed
@@ -198,6 +200,16 @@ check() {
 	else
 		echo "  PASS $name/results-complete ($received)"
 		pass=$((pass + 1))
+	fi
+	# The guest runs on the CPUs QEMU gave it (a kernel without ACPI on x86
+	# gets one: SeaBIOS's MP table lists one).
+	cpus=$(sed -n 's/^NVPM-CPUS \([0-9]*\)$/\1/p' "$dir/serial.log.txt" | head -n1)
+	if [ "$cpus" = "$GUEST_CPUS" ]; then
+		echo "  PASS $name/cpus ($cpus)"
+		pass=$((pass + 1))
+	else
+		echo "  FAIL $name/cpus: the guest's kernel brought up ${cpus:-no} CPUs of the $GUEST_CPUS it was given"
+		fail=$((fail + 1))
 	fi
 	# dmesg of the whole run, dumped by init between markers.
 	sed -n '/^NVPM-DMESG-BEGIN/,/^NVPM-DMESG-END/p' "$dir/serial.log.txt" >"$dir/dmesg.txt"
