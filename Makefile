@@ -9,7 +9,7 @@
 #   make bench-profile  guest instructions per function of one registration, client against bare
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 #   make NVPM_KARCH=arm64 check-guest  the guest tests on Debian's arm64 7.3 (cross-built, QEMU TCG)
-#   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~18 min once)
+#   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~27 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
 #   make check-anchor the guest scenarios with NVIDIA's own nvidia-peermem (part of make check)
 #   make check-anchor-debug  NVIDIA's nvidia-peermem on the debug kernel: KASAN reports its stale read (part of make check)

@@ -237,7 +237,7 @@ else
 	t0=$SECONDS
 	unpack_source
 	configure
-	log "building the debug kernel (cold: about 18 min on 2 idle cores; at nice 19); log: $DIR/build.log"
+	log "building the debug kernel (cold: about 27 min on 2 idle cores; at nice 19); log: $DIR/build.log"
 	build
 	echo "$BUILD_SECONDS" >"$DIR/.complete"
 	log "debug kernel ready in $((SECONDS - t0)) s (make all: $BUILD_SECONDS s)"

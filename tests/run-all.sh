@@ -28,7 +28,7 @@ run_suite() { # name command...
 }
 t0=$SECONDS
 c0=$(cpu_times)
-# The debug kernel, when not cached (17 to 39 minutes of two cores), builds
+# The debug kernel, when not cached (about 27 minutes of two cores), builds
 # in the background from the start, at nice 19 as always: the suites before
 # debug mostly keep one core busy with a guest, and the build takes the
 # other. The debug suite waits for it (wait_debug_kernel).
