@@ -136,6 +136,8 @@ case $GUEST_ARCH in
 x86_64) qemu=(qemu-system-x86_64 -accel tcg -cpu max) console=ttyS0 ;;
 aarch64) qemu=(qemu-system-aarch64 -M virt -accel tcg -cpu "max,pauth-impdef=on") console=ttyAMA0 ;;
 esac
+# CPUs per guest (not a setting): the concurrency scenarios need more than one.
+guest_cpus=2
 # boot DIR [PARAM [WHAT]]: one guest, its console in DIR/serial.log and its
 # second serial port (only the result and bench lines: report in
 # tests/guest/lib.sh) in DIR/results.log.
@@ -144,7 +146,7 @@ boot() {
 	mkdir -p "$1"
 	rm -f "$1/serial.log" "$1/results.log"
 	# shellcheck disable=SC2086 # GUEST_QEMU_ARGS is words
-	timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp $GUEST_CPUS \
+	timeout "${GUEST_TIMEOUT:-600}" "${qemu[@]}" -m 2048 -smp $guest_cpus \
 		-nographic -no-reboot -serial "file:$1/serial.log" -serial "file:$1/results.log" -monitor none \
 		-kernel "$VMLINUZ" -initrd "$OUT/initramfs.cpio.gz" \
 		-append "console=$console panic=-1 loglevel=5 oops=panic${GUEST_APPEND:+ $GUEST_APPEND}${2:+ $2}" \
@@ -152,8 +154,6 @@ boot() {
 	echo "guest: ${3:-finished} in $((SECONDS - t0)) s, log $1/serial.log"
 }
 
-# CPUs per guest: the concurrency scenarios need more than one.
-GUEST_CPUS=2
 pass=0 fail=0
 # check NAME DIR: what one guest's logs in DIR say: its results, figures and
 # times, whether it finished, received all its results, kept dmesg clean and
@@ -204,11 +204,11 @@ check() {
 	# The guest runs on the CPUs QEMU gave it (a kernel without ACPI on x86
 	# gets one: SeaBIOS's MP table lists one).
 	cpus=$(sed -n 's/^NVPM-CPUS \([0-9]*\)$/\1/p' "$dir/serial.log.txt" | head -n1)
-	if [ "$cpus" = "$GUEST_CPUS" ]; then
+	if [ "$cpus" = "$guest_cpus" ]; then
 		echo "  PASS $name/cpus ($cpus)"
 		pass=$((pass + 1))
 	else
-		echo "  FAIL $name/cpus: the guest's kernel brought up ${cpus:-no} CPUs of the $GUEST_CPUS it was given"
+		echo "  FAIL $name/cpus: the guest's kernel brought up ${cpus:-no} CPUs of the $guest_cpus it was given"
 		fail=$((fail + 1))
 	fi
 	# dmesg of the whole run, dumped by init between markers.
