@@ -27,12 +27,23 @@ for f in "$kdir/include/config/auto.conf" "$kdir/.config"; do
 done
 [ -n "$config" ] || { echo "rust-mode: $kdir has no .config or include/config/auto.conf: not a configured kernel tree" >&2; exit 1; }
 
+# The arch Makefile kbuild reads for KDIR: in the tree, or in the source
+# tree that a headers or output directory's Makefile includes (Debian's
+# flavour headers: "include /usr/src/linux-headers-<ver>-common/Makefile";
+# O= builds: also source/).
+arch_makefile() { # $1 = tree, $2 = SRCARCH
+	for d in "$1" "$1/source" "$(sed -n 's|^include \(/.*\)/Makefile$|\1|p' "$1/Makefile" 2>/dev/null | head -n 1)"; do
+		[ -n "$d" ] && [ -f "$d/arch/$2/Makefile" ] && { echo "$d/arch/$2/Makefile"; return 0; }
+	done
+	return 1
+}
+
 # The compiled crates, and the target spec where the kernel's rustc reads one
 # (arch/<arch>/Makefile names scripts/target.json; arm64 uses rustc's own
 # aarch64-unknown-none targets). Without the arch Makefile, both.
 crates=rust/libkernel.rmeta
 srcarch=$(sed -n -e 's/^CONFIG_X86=y$/x86/p' -e 's/^CONFIG_ARM64=y$/arm64/p' "$config")
-if [ -z "$srcarch" ] || [ ! -f "$kdir/arch/$srcarch/Makefile" ] || grep -qs 'scripts/target\.json' "$kdir/arch/$srcarch/Makefile"; then
+if [ -z "$srcarch" ] || ! arch_mk=$(arch_makefile "$kdir" "$srcarch") || grep -qs 'scripts/target\.json' "$arch_mk"; then
 	crates="$crates scripts/target.json"
 fi
 missing=

@@ -54,12 +54,22 @@ overlay_files() ( # $1 = tree
 		if [ -f scripts/target.json ]; then echo scripts/target.json; fi
 )
 
+# The arch Makefile kbuild reads for a tree: in it, or in the source tree
+# that a headers or output directory's Makefile includes (Debian's flavour
+# headers include linux-headers-<ver>-common's; O= builds: also source/).
+arch_makefile() { # $1 = tree, $2 = SRCARCH
+	for am_dir in "$1" "$1/source" "$(sed -n 's|^include \(/.*\)/Makefile$|\1|p' "$1/Makefile" 2>/dev/null | head -n 1)"; do
+		[ -n "$am_dir" ] && [ -f "$am_dir/arch/$2/Makefile" ] && { echo "$am_dir/arch/$2/Makefile"; return 0; }
+	done
+	return 1
+}
+
 # Whether the kernel's rustc reads scripts/target.json: its arch Makefile
 # names it (x86), as kbuild/rust-mode.sh decides. Without the arch Makefile,
 # assume it does.
 needs_target_json() { # $1 = headers dir
 	nt_arch=$(sed -n -e 's/^CONFIG_X86=y$/x86/p' -e 's/^CONFIG_ARM64=y$/arm64/p' "$1/.config")
-	[ -z "$nt_arch" ] || [ ! -f "$1/arch/$nt_arch/Makefile" ] || grep -qs 'scripts/target\.json' "$1/arch/$nt_arch/Makefile"
+	[ -z "$nt_arch" ] || ! nt_mk=$(arch_makefile "$1" "$nt_arch") || grep -qs 'scripts/target\.json' "$nt_mk"
 }
 
 rust_ready() { # $1 = headers dir

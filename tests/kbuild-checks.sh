@@ -47,6 +47,22 @@ check mode-old-crates 0 '^carried$' kbuild/rust-mode.sh "$tmp/old"
 check mode-old-crates-why 0 'older than this module needs \(no ffi crate' kbuild/rust-mode.sh "$tmp/old"
 check mode-old-crates-kernel-refused 1 'NVPM_RUST=kernel is not possible .*no ffi crate' kbuild/rust-mode.sh "$tmp/old" kernel
 
+# Debian's flavour headers have no arch Makefile of their own: their Makefile
+# includes the common headers', which say whether rustc reads a target spec.
+# arm64's does not (kernel mode without scripts/target.json); x86's does.
+printf '#!/bin/sh\necho "rustc 1.85.1 (test)"\n' >"$tmp/rustc" && chmod +x "$tmp/rustc"
+# shellcheck disable=SC2016 # $(objtree) is make's, written as x86's Makefile has it
+for a in arm64:ARM64:'--target=aarch64-unknown-none-softfloat' x86:X86:'--target=$(objtree)/scripts/target.json'; do
+	IFS=: read -r arch opt flag <<<"$a"
+	mkdir -p "$tmp/$arch-common/arch/$arch" "$tmp/$arch/rust"
+	echo "KBUILD_RUSTFLAGS += $flag" >"$tmp/$arch-common/arch/$arch/Makefile"
+	echo "include $tmp/$arch-common/Makefile" >"$tmp/$arch/Makefile"
+	printf 'CONFIG_RUST=y\nCONFIG_%s=y\nCONFIG_RUSTC_VERSION_TEXT="rustc 1.85.1 (test)"\n' "$opt" >"$tmp/$arch/.config"
+	touch "$tmp/$arch/rust/libkernel.rmeta" "$tmp/$arch/rust/libffi.rmeta"
+done
+check mode-arm64-debian-headers 0 '^kernel$' env RUSTC="$tmp/rustc" kbuild/rust-mode.sh "$tmp/arm64"
+check mode-x86-debian-headers-no-spec 0 'not in .*scripts/target\.json' env RUSTC="$tmp/rustc" kbuild/rust-mode.sh "$tmp/x86"
+
 # The pinned sources: a changed file is refused and the copy left as it was.
 cp -r build/carried-src "$tmp/src"
 check source-verified 0 '' kbuild/carried-source.sh --verify "$tmp/src"

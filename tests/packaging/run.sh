@@ -444,19 +444,22 @@ insh rust-headers-crates-present "rm -rf /tmp/withcrates && mkdir -p /tmp/withcr
 	NVPM_RUST_HEADERS_CACHE=/tmp/rh-crates sh src/scripts/rust-headers.sh --dry-run $KREL /tmp/withcrates && test ! -e /tmp/rh-crates"
 # arm64 headers (whose arch Makefile names no target spec: rustc's own
 # aarch64 targets) with the crates are ready without scripts/target.json;
-# x86's are not (x86's Makefile names one).
-insh rust-headers-arm64-no-target-json "rm -rf /tmp/arm64h && mkdir -p /tmp/arm64h/rust /tmp/arm64h/arch/arm64 &&
+# x86's are not (x86's Makefile names one). The arm64 headers are laid out
+# as Debian's: the flavour's Makefile includes the common headers', which
+# hold the arch Makefile.
+insh rust-headers-arm64-no-target-json "rm -rf /tmp/arm64h /tmp/arm64c && mkdir -p /tmp/arm64h/rust /tmp/arm64c/arch/arm64 &&
 	printf 'CONFIG_ARM64=y\\nCONFIG_RUST=y\\n' >/tmp/arm64h/.config &&
-	printf 'KBUILD_RUSTFLAGS += --target=aarch64-unknown-none-softfloat\\n' >/tmp/arm64h/arch/arm64/Makefile &&
+	echo 'include /tmp/arm64c/Makefile' >/tmp/arm64h/Makefile &&
+	printf 'KBUILD_RUSTFLAGS += --target=aarch64-unknown-none-softfloat\\n' >/tmp/arm64c/arch/arm64/Makefile &&
 	touch /tmp/arm64h/rust/libkernel.rmeta /tmp/arm64h/rust/libmacros.so &&
 	out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-a64 sh src/scripts/rust-headers.sh --check 7.3.4+deb13-arm64 /tmp/arm64h 2>&1) && echo \"\$out\" &&
-	echo \"\$out\" | grep -q 'Rust-capable already' && test ! -e /tmp/rh-a64 &&
-	rm -rf /tmp/x86h && mkdir -p /tmp/x86h/rust /tmp/x86h/arch/x86 &&
+	echo \"\$out\" | grep -q 'Rust-capable already' && test ! -e /tmp/rh-a64"
+insh rust-headers-x86-needs-target-json "rm -rf /tmp/x86h && mkdir -p /tmp/x86h/rust /tmp/x86h/arch/x86 &&
 	printf 'CONFIG_X86=y\\nCONFIG_RUST=y\\n' >/tmp/x86h/.config &&
 	printf 'KBUILD_RUSTFLAGS += --target=\$\$(objtree)/scripts/target.json\\n' >/tmp/x86h/arch/x86/Makefile &&
 	touch /tmp/x86h/rust/libkernel.rmeta /tmp/x86h/rust/libmacros.so &&
-	! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-x86 sh src/scripts/rust-headers.sh --check 7.3.4+deb13-amd64 /tmp/x86h 2>&1); echo \"\$out\"
-	echo \"\$out\" | grep -q 'is not Rust-capable'"
+	if out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-x86 sh src/scripts/rust-headers.sh --check 7.3.4+deb13-amd64 /tmp/x86h 2>&1); then exit 1; fi
+	echo \"\$out\"; echo \"\$out\" | grep -q 'is not Rust-capable'"
 # On Ubuntu, headers without the crates: the package that has them is named.
 insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/nocrates && cp /usr/src/linux-headers-$KREL/.config /tmp/nocrates/ &&
 	printf 'NAME=Ubuntu\\nID=ubuntu\\n' >/tmp/os-release-ubuntu &&

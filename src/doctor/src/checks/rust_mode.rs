@@ -29,8 +29,29 @@ pub(crate) fn needs_target_spec(root: &Root, tree: &str, config: &KConfig) -> bo
     } else {
         return true;
     };
-    root.read_text(&format!("{tree}/arch/{arch}/Makefile"))
-        .is_none_or(|makefile| makefile.contains(TARGET_SPEC))
+    arch_makefile(root, tree, arch).is_none_or(|makefile| makefile.contains(TARGET_SPEC))
+}
+
+/// The arch Makefile kbuild reads for `tree`: in it, or in the source tree
+/// that a headers or output directory's Makefile includes (Debian's flavour
+/// headers include `linux-headers-<ver>-common/Makefile`; `O=` builds: also
+/// `source/`), as `rust-mode.sh` finds it.
+fn arch_makefile(root: &Root, tree: &str, arch: &str) -> Option<String> {
+    let included = root.read_text(&format!("{tree}/Makefile")).and_then(|m| {
+        m.lines().find_map(|l| {
+            l.strip_prefix("include /")?
+                .strip_suffix("/Makefile")
+                .map(|d| format!("/{d}"))
+        })
+    });
+    [
+        Some(tree.to_string()),
+        Some(format!("{tree}/source")),
+        included,
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|dir| root.read_text(&format!("{dir}/arch/{arch}/Makefile")))
 }
 
 /// The files whose presence lets `rust-mode.sh` take the kernel's own crates
