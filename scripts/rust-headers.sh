@@ -186,6 +186,25 @@ have=$(bindgen --version 2>/dev/null) || have="(none)"
 have=$("$CC" --version 2>/dev/null | head -n1) || have="(none)"
 [ "$have" = "$CC_WANT" ] || missing="$missing
   C compiler: the kernel needs '$CC_WANT', PATH has '$have'"
+# What Debian's headers say the kernel was built with (.kernelvariables;
+# other distributions' headers have none).
+kvar() { [ ! -f "$HDR/.kernelvariables" ] || sed -n "s/^override $1 = //p" "$HDR/.kernelvariables"; }
+arch=$(kvar ARCH)
+cross=$(kvar CROSS_COMPILE)
+cross_compat=$(kvar CROSS_COMPILE_COMPAT)
+# arm64's 32-bit vDSO: Kconfig keeps COMPAT_VDSO only where a compat
+# compiler is named (or clang and lld build it), and modules_prepare builds
+# arch/arm64/kernel/vdso32 with $(CROSS_COMPILE_COMPAT)gcc.
+if grep -q '^CONFIG_COMPAT_VDSO=y' "$CONFIG" &&
+	! { grep -q '^CONFIG_CC_IS_CLANG=y' "$CONFIG" && grep -q '^CONFIG_LD_IS_LLD=y' "$CONFIG"; }; then
+	if [ -z "$cross_compat" ]; then
+		missing="$missing
+  compat vDSO compiler: the kernel has CONFIG_COMPAT_VDSO, but its headers do not name the 32-bit ARM compiler it was built with (CROSS_COMPILE_COMPAT)"
+	elif ! command -v "${cross_compat}gcc" >/dev/null 2>&1; then
+		missing="$missing
+  compat vDSO compiler: the kernel's 32-bit vDSO (CONFIG_COMPAT_VDSO) is built with ${cross_compat}gcc, which PATH lacks (Debian: apt-get install gcc-${cross_compat%-})"
+	fi
+fi
 sysroot=$(rustc --print sysroot 2>/dev/null) || sysroot=/nonexistent
 [ -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ] || missing="$missing
   rust-src: the Rust standard library source for that rustc is not installed"
@@ -240,9 +259,8 @@ if [ ! -f "$store/.complete" ]; then
 	src_rel=$(make -s -C "$work/src" kernelversion 2>/dev/null) || src_rel=unknown
 	[ "$src_rel" = "$upstream" ] || die "$SOURCE is Linux $src_rel, the headers are $upstream"
 	cp "$CONFIG" "$work/src/.config"
-	arch=$(sed -n 's/^override ARCH = //p' "$HDR/.kernelvariables" 2>/dev/null)
-	cross=$(sed -n 's/^override CROSS_COMPILE = //p' "$HDR/.kernelvariables" 2>/dev/null)
-	set -- -C "$work/src" ${arch:+ARCH=$arch} ${cross:+CROSS_COMPILE=$cross} CC="$CC" HOSTCC="$CC" KERNELRELEASE="$KREL"
+	set -- -C "$work/src" ${arch:+ARCH=$arch} ${cross:+CROSS_COMPILE=$cross} \
+		${cross_compat:+CROSS_COMPILE_COMPAT=$cross_compat} CC="$CC" HOSTCC="$CC" KERNELRELEASE="$KREL"
 	make -s "$@" olddefconfig
 	cmp -s "$CONFIG" "$work/src/.config" ||
 		die "olddefconfig changed $KREL's .config: the toolchain or the source does not match the kernel"

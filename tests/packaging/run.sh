@@ -14,7 +14,8 @@
 # The per-kernel Rust overlays are cached in $NVPM_CACHE/rust-headers, keyed
 # like rust-headers.sh keys them; NVPM_PKGTEST_COLD=1 ignores that cache.
 # NVPM_PKGTEST_STOP_AFTER=arm64 ends the suite after the arm64 packages (the
-# package builds only, about 4 minutes: to work on the packaging).
+# package builds only, about 4 minutes: to work on the packaging);
+# =rust-headers after rust-headers.sh's refusals.
 # shellcheck source-path=SCRIPTDIR/../..
 # shellcheck disable=SC2317,SC2016 # functions run through check; scripts for the root in single quotes
 set -uo pipefail
@@ -460,6 +461,28 @@ insh rust-headers-x86-needs-target-json "rm -rf /tmp/x86h && mkdir -p /tmp/x86h/
 	touch /tmp/x86h/rust/libkernel.rmeta /tmp/x86h/rust/libmacros.so &&
 	if out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-x86 sh src/scripts/rust-headers.sh --check 7.3.4+deb13-amd64 /tmp/x86h 2>&1); then exit 1; fi
 	echo \"\$out\"; echo \"\$out\" | grep -q 'is not Rust-capable'"
+# arm64's 32-bit vDSO: Kconfig keeps COMPAT_VDSO only where the compat
+# compiler is named, and modules_prepare builds the vDSO with it. Debian's
+# arm64 headers name it (CROSS_COMPILE_COMPAT in .kernelvariables); where
+# PATH lacks it, it is listed as missing (DKMS takes carried mode), as it is
+# where the headers name none; a clang and lld kernel needs none.
+insh rust-headers-arm64-compat-vdso 'rm -rf /tmp/a64c /tmp/fakecompat && mkdir -p /tmp/a64c /tmp/fakecompat
+	rh() { env "$@" NVPM_RUST_HEADERS_CACHE=/tmp/rh-a64c sh src/scripts/rust-headers.sh --dry-run 7.3.4+deb13-arm64 /tmp/a64c 2>&1 || :; }
+	cfg="CONFIG_ARM64=y\nCONFIG_RUST=y\nCONFIG_COMPAT_VDSO=y\n"
+	printf "$cfg" >/tmp/a64c/.config
+	printf "override ARCH = arm64\noverride CROSS_COMPILE_COMPAT = arm-linux-gnueabihf-\n" >/tmp/a64c/.kernelvariables
+	out=$(rh); echo "$out"
+	echo "$out" | grep -qF "built with arm-linux-gnueabihf-gcc, which PATH lacks (Debian: apt-get install gcc-arm-linux-gnueabihf)"
+	printf "#!/bin/sh\n" >/tmp/fakecompat/arm-linux-gnueabihf-gcc && chmod +x /tmp/fakecompat/arm-linux-gnueabihf-gcc
+	out=$(rh PATH=/tmp/fakecompat:$PATH); echo "$out"
+	if echo "$out" | grep -q "compat vDSO"; then exit 1; fi
+	printf "${cfg}CONFIG_CC_IS_CLANG=y\nCONFIG_LD_IS_LLD=y\n" >/tmp/a64c/.config
+	out=$(rh); echo "$out"
+	if echo "$out" | grep -q "compat vDSO"; then exit 1; fi
+	printf "$cfg" >/tmp/a64c/.config && rm /tmp/a64c/.kernelvariables
+	out=$(rh); echo "$out"
+	echo "$out" | grep -qF "its headers do not name the 32-bit ARM compiler it was built with (CROSS_COMPILE_COMPAT)"
+	test ! -e /tmp/rh-a64c'
 # On Ubuntu, headers without the crates: the package that has them is named.
 insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/nocrates && cp /usr/src/linux-headers-$KREL/.config /tmp/nocrates/ &&
 	printf 'NAME=Ubuntu\\nID=ubuntu\\n' >/tmp/os-release-ubuntu &&
@@ -467,6 +490,8 @@ insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/n
 	echo \"\$out\" | grep -q 'apt install linux-lib-rust-$KREL' && test ! -e /tmp/rh-ub"
 insh rust-headers-dry-run-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /tmp/rh-dry"
+if [ "${NVPM_PKGTEST_STOP_AFTER:-}" = rust-headers ]; then finish; fi
+
 # Without linux-source the headers of the Rust kernel cannot be made
 # Rust-capable, so the build would take carried mode (DKMS's build of it is
 # the 6.12 step's, below); without bindgen too, neither mode can build: the

@@ -668,6 +668,52 @@ fn kernel_toolchain(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPat
     (rustc, bindgen, wrong)
 }
 
+/// arm64's 32-bit vDSO: Kconfig keeps `CONFIG_COMPAT_VDSO` only where a
+/// compat compiler is named (or clang and lld build it), and
+/// `modules_prepare`, which rust-headers runs, builds the vDSO with
+/// `$(CROSS_COMPILE_COMPAT)gcc` (`arch/arm64/Kconfig`, `arch/arm64/Makefile`
+/// `vdso_prepare`). Debian's headers name the prefix in `.kernelvariables`.
+/// What PATH lacks, in a few words, and how to get it.
+fn compat_vdso_lack(ctx: &Ctx<'_>, c: &KConfig, build: &str) -> Option<(String, String)> {
+    if !c.enabled("CONFIG_COMPAT_VDSO")
+        || (c.enabled("CONFIG_CC_IS_CLANG") && c.enabled("CONFIG_LD_IS_LLD"))
+    {
+        return None;
+    }
+    let vars = ctx
+        .root
+        .read_text(&format!("{build}/.kernelvariables"))
+        .unwrap_or_default();
+    let prefix = vars
+        .lines()
+        .find_map(|l| l.strip_prefix("override CROSS_COMPILE_COMPAT = "))
+        .map(str::trim)
+        .filter(|p| !p.is_empty());
+    let Some(prefix) = prefix else {
+        return Some((
+            "the compiler of the kernel's 32-bit compat vDSO, which its headers do not name \
+             (CROSS_COMPILE_COMPAT in .kernelvariables)"
+                .to_string(),
+            "the kernel's own prepared build tree, whose crates need no building".to_string(),
+        ));
+    };
+    let gcc = format!("{prefix}gcc");
+    let on_path = ctx.path.iter().any(|dir| {
+        ctx.root
+            .host_path(&format!("{}/{gcc}", dir.trim_end_matches('/')))
+            .is_some_and(|p| p.is_file())
+    });
+    (!on_path).then(|| {
+        (
+            format!("{gcc}, which builds the kernel's 32-bit compat vDSO"),
+            format!(
+                "Debian: `apt-get install gcc-{}`",
+                prefix.trim_end_matches('-')
+            ),
+        )
+    })
+}
+
 /// `kernel.headers` for a Rust kernel whose headers lack the compiled
 /// crates: DKMS runs rust-headers first, which builds them from
 /// linux-source with the kernel's own toolchain (then the build takes kernel
@@ -675,7 +721,15 @@ fn kernel_toolchain(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPat
 /// a build from the source tree does.
 fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
     const ID: &str = "kernel.headers";
-    let (rustc, bindgen, wrong) = kernel_toolchain(ctx, c, rm);
+    let (rustc, bindgen, mut wrong) = kernel_toolchain(ctx, c, rm);
+    let mut fixes = Vec::new();
+    if !wrong.is_empty() {
+        fixes.push(toolchain_fix(&rustc.wanted, &bindgen.wanted));
+    }
+    if let Some((what, fix)) = compat_vdso_lack(ctx, c, build) {
+        wrong.push(what);
+        fixes.push(fix);
+    }
     let lacking = format!("the headers of {release} lack the compiled Rust crates");
     let carried = format!("DKMS builds in carried mode (kernel.rust), as `make KDIR={build}` does");
     match linux_source(ctx, release) {
@@ -692,7 +746,7 @@ fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: 
                 "{lacking}: {carried}; rust-headers, which DKMS runs before each build, would build them from {source} \
                  for kernel mode only with the kernel's own toolchain, and PATH lacks {} ({})",
                 list(&wrong),
-                toolchain_fix(&rustc.wanted, &bindgen.wanted)
+                fixes.join("; ")
             ),
         ),
         None => Check::ok(

@@ -68,6 +68,8 @@ fixtures! {
     kernel_modversions_dwarf => "kernel-modversions-dwarf",
     kernel_modversions_genksyms => "kernel-modversions-genksyms",
     kernel_arm64 => "kernel-arm64",
+    kernel_arm64_compat_cc => "kernel-arm64-compat-cc",
+    kernel_arm64_no_compat_cc => "kernel-arm64-no-compat-cc",
     kernel_no_crates => "kernel-no-crates",
     kernel_no_modules => "kernel-no-modules",
     kernel_rust_off => "kernel-rust-off",
