@@ -303,11 +303,14 @@ if [ ! -f "$store/.complete" ]; then
 fi
 
 # --- copy it into the headers ----------------------------------------------
-# scripts/ is shared by a kernel's flavours on Debian, so target.json (if
-# the overlay has one) is compared even when this overlay is in place already.
+# In place only where every file is in the headers as in the overlay: the
+# manifest outlives headers that were unpacked again, and scripts/ (with
+# target.json) is shared by a kernel's flavours on Debian.
+in_place() { # $1 = store, $2 = headers dir
+	while IFS= read -r ip_f; do cmp -s "$1/$ip_f" "$2/$ip_f" || return 1; done <"$1/.files"
+}
 list=$CACHE/$KREL/installed
-if [ -f "$list" ] && grep -qx "# key: $key" "$list" &&
-	{ [ ! -f "$store/scripts/target.json" ] || cmp -s "$store/scripts/target.json" "$HDR/scripts/target.json"; }; then
+if [ -f "$list" ] && grep -qx "# key: $key" "$list" && in_place "$store" "$HDR"; then
 	say "$HDR is Rust-capable (overlay $key in place)"
 	exit 0
 fi

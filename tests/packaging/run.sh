@@ -561,6 +561,11 @@ insh module-installed "ls $KO* && modinfo -F vermagic $KO* | grep -q '^$KREL ' &
 insh module-depmod "modinfo -k $KREL -F filename nvidia_peermem | grep -q updates/dkms/nvidia_peermem.ko"
 insh module-undefined-symbols "modinfo -F depends $KO*; test -n \"\$(modinfo -F name $KO*)\""
 insh headers-rust-capable "/usr/lib/nvidia-peer-memory/rust-headers --check $KREL && test -f /usr/src/linux-headers-$KREL/rust/libkernel.rmeta"
+# Its manifest says the overlay is in place; a file the headers lost since
+# (headers unpacked again) is copied back, not trusted to be there.
+insh rust-headers-restores-overlay "rm /usr/src/linux-headers-$KREL/rust/libkernel.rmeta &&
+	out=\$(/usr/lib/nvidia-peer-memory/rust-headers $KREL) && echo \"\$out\" && echo \"\$out\" | grep -q 'is Rust-capable (.* files from' &&
+	test -f /usr/src/linux-headers-$KREL/rust/libkernel.rmeta && /usr/lib/nvidia-peer-memory/rust-headers $KREL | grep -q 'in place'"
 # DKMS's MOK is at the paths README gives for `mokutil --import` (its
 # framework.conf's defaults); with openssl in the root, dkms made it at its
 # first build and signed the module with it.
