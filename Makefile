@@ -9,6 +9,7 @@
 #   make bench-profile  guest instructions per function of one registration, client against bare
 #   make KDIR=...   build against any Rust-enabled kernel build tree, provisioning nothing
 #   make NVPM_KARCH=arm64 check-guest  the guest tests on Debian's arm64 7.3 (cross-built, QEMU TCG)
+#   make check-arm64-dkms  DKMS natively in Debian's arm64 root under qemu-user (not in make check)
 #   make check-debug the guest tests on the debug kernel (make debug-kernel builds it, ~27 min once)
 #   make check-debug-stress  the load test and the stress suite on the debug kernel (part of make check)
 #   make check-anchor the guest scenarios with NVIDIA's own nvidia-peermem (part of make check)
@@ -76,7 +77,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST
 # Whether KDIR's kernel checks the CRCs of imported symbols.
 MODVERSIONS := $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
 
-.PHONY: all module vendor-headers carried-src carried-core sims tool provision check check-host check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
+.PHONY: all module vendor-headers carried-src carried-core sims tool provision check check-host check-arm64-dkms check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -274,6 +275,11 @@ STRESS_LONG_ENV ?= STRESS_CONC_OPS=1000000 STRESS_RANDOM_OPS=150000 STRESS_RANDO
 
 check-host:
 	@tests/host/run.sh
+
+# DKMS on an arm64 host, natively: Debian's arm64 root under qemu-user
+# (tests/arm64-dkms.sh; not in make check: cold about 20 minutes).
+check-arm64-dkms:
+	@tests/arm64-dkms.sh
 
 # make check's "kernels" suite: Debian's 7.2 image (NVPM_OTHER_KSERIES), built,
 # loaded, client scenarios (tests/kernels.sh).

@@ -28,8 +28,9 @@ apt_uri() { # $1 = last path component to match: "debian" or "debian-security"
 
 # Bootstraps a minimal Debian trixie into $1 from the machine's archive, with
 # apt sources for main, updates, security (if the machine has one) and
-# backports; $2 = debootstrap's log, $3 = the progress line to show.
-debootstrap_trixie() { # $1 = dir, $2 = log file, $3 = message
+# backports; $2 = debootstrap's log, $3 = the progress line to show, $4 =
+# debootstrap's --arch=ARCH for another architecture (run through qemu-user).
+debootstrap_trixie() { # $1 = dir, $2 = log file, $3 = message[, $4 = --arch=ARCH]
 	local mirror security
 	mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
 	security=$(apt_uri debian-security) || security=""
@@ -39,7 +40,7 @@ debootstrap_trixie() { # $1 = dir, $2 = log file, $3 = message
 		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq debootstrap >/dev/null
 	fi
 	log "$3"
-	debootstrap --variant=minbase --include=ca-certificates trixie "$1" "$mirror" >"$2" 2>&1 ||
+	debootstrap --variant=minbase --include=ca-certificates ${4:+"$4"} trixie "$1" "$mirror" >"$2" 2>&1 ||
 		die "debootstrap failed, see $2"
 	{
 		echo "deb $mirror trixie main"
