@@ -405,7 +405,7 @@ snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run 
 # /tmp/mvk stands for a Rust kernel's headers with its crates (kernel mode).
 insh modversions-needs-symvers "mkdir -p /tmp/mvk/scripts /tmp/mvk/rust && touch /tmp/mvk/scripts/target.json /tmp/mvk/rust/libkernel.rmeta /tmp/mvk/rust/libffi.rmeta &&
 	printf 'CONFIG_MODVERSIONS=y\nCONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"%s\"\n' \"\$(rustc --version)\" >/tmp/mvk/.config
-	! out=\$(NVPM_SYSROOT=/tmp/mv-none make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1); echo \"\$out\"
+	if out=\$(NVPM_SYSROOT=/tmp/mv-none make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'no Module.symvers found for:' && echo \"\$out\" | grep -q \"the NVIDIA driver's (nvidia_p2p_\\*)\" &&
 	echo \"\$out\" | grep -q \"the RDMA core's (ib_register_peer_memory_client)\""
 insh modversions-finds-symvers "mkdir -p /tmp/mv/usr/src/nvidia-580.95.05 /tmp/mv/usr/src/ofa_kernel/default &&
@@ -414,18 +414,18 @@ insh modversions-finds-symvers "mkdir -p /tmp/mv/usr/src/nvidia-580.95.05 /tmp/m
 	out=\$(NVPM_SYSROOT=/tmp/mv make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1 || :); echo \"\$out\"
 	echo \"\$out\" | grep -qF 'CONFIG_MODVERSIONS=y: CRCs from /tmp/mv/usr/src/nvidia-580.95.05/Module.symvers /tmp/mv/usr/src/ofa_kernel/default/Module.symvers'"
 insh modversions-refuses-stub "printf '0x00000000\\tnvidia_p2p_get_pages\\tnvidia\\tEXPORT_SYMBOL_GPL\\t\\n' >/tmp/stub.symvers &&
-	! out=\$(make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic NVPM_EXTRA_SYMBOLS=/tmp/stub.symvers module 2>&1); echo \"\$out\"
+	if out=\$(make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic NVPM_EXTRA_SYMBOLS=/tmp/stub.symvers module 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'has CRCs of 0: it is not from a CONFIG_MODVERSIONS build'"
-insh rust-headers-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
+insh rust-headers-no-linux-source "if out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /usr/src/linux-headers-$KREL/scripts/target.json"
 insh rust-headers-wrong-rustc "mkdir -p /tmp/fakebin && printf '#!/bin/sh\necho rustc 1.96.1 (fake)\n' >/tmp/fakebin/rustc && chmod +x /tmp/fakebin/rustc
-	! out=\$(PATH=/tmp/fakebin:\$PATH NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
+	if out=\$(PATH=/tmp/fakebin:\$PATH NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q \"rustc: the kernel needs 'rustc 1.85.1\""
 insh rust-headers-wrong-bindgen "mkdir -p /tmp/fakebin2 && printf '#!/bin/sh\necho bindgen 0.72.0\n' >/tmp/fakebin2/bindgen && chmod +x /tmp/fakebin2/bindgen
-	! out=\$(PATH=/tmp/fakebin2:\$PATH NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); echo \"\$out\"
+	if out=\$(PATH=/tmp/fakebin2:\$PATH NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q \"bindgen: the kernel needs 'bindgen 0.71.1'\""
 insh rust-headers-no-rust-kernel "mkdir -p /tmp/norust && echo 'CONFIG_MODULES=y' >/tmp/norust/.config
-	! out=\$(sh src/scripts/rust-headers.sh 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'without Rust support'"
+	if out=\$(sh src/scripts/rust-headers.sh 1.2.3-norust /tmp/norust 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"; echo \"\$out\" | grep -q 'without Rust support'"
 # As DKMS's PRE_BUILD (--or-carried): no error, the reason and carried mode.
 insh rust-headers-or-carried-no-rust "out=\$(sh src/scripts/rust-headers.sh --or-carried 1.2.3-norust /tmp/norust 2>&1); echo \"\$out\"
 	echo \"\$out\" | grep -q 'without Rust support' && echo \"\$out\" | grep -q '(carried mode)'"
@@ -433,7 +433,7 @@ insh rust-headers-or-carried-no-linux-source "out=\$(NVPM_RUST_HEADERS_CACHE=/tm
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && echo \"\$out\" | grep -q '(carried mode)' &&
 	test ! -e /usr/src/linux-headers-$KREL/scripts/target.json && test ! -e /tmp/rh-oc"
 # Errors that carried mode cannot cure stay errors.
-insh rust-headers-or-carried-no-headers "! out=\$(sh src/scripts/rust-headers.sh --or-carried 1.2.3-none /nonexistent 2>&1); echo \"\$out\"
+insh rust-headers-or-carried-no-headers "if out=\$(sh src/scripts/rust-headers.sh --or-carried 1.2.3-none /nonexistent 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'no headers for 1.2.3-none'"
 # Headers that carry the compiled crates already (a full tree, Ubuntu's
 # linux-lib-rust, Arch): used as they are, nothing built or cached.
@@ -486,9 +486,9 @@ insh rust-headers-arm64-compat-vdso 'rm -rf /tmp/a64c /tmp/fakecompat && mkdir -
 # On Ubuntu, headers without the crates: the package that has them is named.
 insh rust-headers-ubuntu-names-lib-rust "rm -rf /tmp/nocrates && mkdir -p /tmp/nocrates && cp /usr/src/linux-headers-$KREL/.config /tmp/nocrates/ &&
 	printf 'NAME=Ubuntu\\nID=ubuntu\\n' >/tmp/os-release-ubuntu &&
-	! out=\$(NVPM_OS_RELEASE=/tmp/os-release-ubuntu NVPM_RUST_HEADERS_CACHE=/tmp/rh-ub sh src/scripts/rust-headers.sh --dry-run $KREL /tmp/nocrates 2>&1); echo \"\$out\"
+	if out=\$(NVPM_OS_RELEASE=/tmp/os-release-ubuntu NVPM_RUST_HEADERS_CACHE=/tmp/rh-ub sh src/scripts/rust-headers.sh --dry-run $KREL /tmp/nocrates 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt install linux-lib-rust-$KREL' && test ! -e /tmp/rh-ub"
-insh rust-headers-dry-run-no-linux-source "! out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); echo \"\$out\"
+insh rust-headers-dry-run-no-linux-source "if out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh-dry sh src/scripts/rust-headers.sh --dry-run $KREL 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'apt-get install linux-source-7.3=$KPKGVER' && test ! -e /tmp/rh-dry"
 if [ "${NVPM_PKGTEST_STOP_AFTER:-}" = rust-headers ]; then finish; fi
 
