@@ -82,8 +82,7 @@ if [ ! -e "$BASE/.complete" ]; then
 	debootstrap_trixie "$BASE.tmp" "$LOGS/arm64-dkms-debootstrap.log" "arm64 root: debootstrap trixie" --arch=arm64
 	mount -t proc proc "$BASE.tmp/proc"
 	# shellcheck disable=SC2086 # the package list is split on purpose
-	chroot "$BASE.tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive \
-		sh -c "apt-get -o DPkg::Lock::Timeout=900 update -qq && apt-get install -y -q --no-install-recommends $PACKAGES \
+	CHROOT=$BASE.tmp in_chroot sh -c "apt-get -o DPkg::Lock::Timeout=900 update -qq && apt-get install -y -q --no-install-recommends $PACKAGES \
 		linux-headers-$KREL=$KPKGVER linux-headers-$KABI-common=$KPKGVER linux-kbuild-$KABI=$KPKGVER linux-source-7.3=$KPKGVER" \
 		>"$LOGS/arm64-dkms-apt.log" 2>&1 || die "apt-get install in the arm64 root failed, see $LOGS/arm64-dkms-apt.log"
 	umount "$BASE.tmp/proc"
@@ -104,7 +103,17 @@ mount -t proc proc "$ROOT/proc"
 mkdir -p "$ROOT/var/cache/nvidia-peer-memory/rust-headers"
 mount --bind "$RH_CACHE" "$ROOT/var/cache/nvidia-peer-memory/rust-headers"
 # shellcheck disable=SC2317 # called through check
-a64() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+a64() { CHROOT=$ROOT in_chroot "$@"; }
+# a64_says PATTERN COMMAND...: COMMAND, run in the root, prints a line
+# matching PATTERN.
+# shellcheck disable=SC2317 # called through check
+a64_says() {
+	local pattern=$1 out
+	shift
+	out=$(a64 "$@" 2>&1)
+	echo "$out"
+	grep -q -- "$pattern" <<<"$out"
+}
 
 step "the DKMS tree, as the -dkms package installs it (make install-dkms, dkms add)"
 kbuild/carried-source.sh build/carried-src >"$LOGS/arm64-dkms-carried-src.log" 2>&1 ||
@@ -117,13 +126,11 @@ check dkms-add a64 dkms add "nvidia-peer-memory/$V"
 # Before the first build the headers are stock: what dkms-ready says decides
 # on the compat vDSO compiler.
 mv "$ROOT/usr/bin/arm-linux-gnueabihf-gcc" "$ROOT/usr/bin/arm-linux-gnueabihf-gcc.away"
-check ready-carried-without-compat-cc sh -c "out=\$(chroot '$ROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-	/usr/lib/nvidia-peer-memory/dkms-ready $KREL 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'carried mode'"
-check rust-headers-names-compat-cc sh -c "out=\$(chroot '$ROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-	/usr/lib/nvidia-peer-memory/rust-headers --dry-run $KREL 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'apt-get install gcc-arm-linux-gnueabihf'"
+check ready-carried-without-compat-cc a64_says 'carried mode' /usr/lib/nvidia-peer-memory/dkms-ready "$KREL"
+check rust-headers-names-compat-cc a64_says 'apt-get install gcc-arm-linux-gnueabihf' \
+	/usr/lib/nvidia-peer-memory/rust-headers --dry-run "$KREL"
 mv "$ROOT/usr/bin/arm-linux-gnueabihf-gcc.away" "$ROOT/usr/bin/arm-linux-gnueabihf-gcc"
-check ready-kernel-mode sh -c "out=\$(chroot '$ROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-	/usr/lib/nvidia-peer-memory/dkms-ready $KREL 2>&1); echo \"\$out\"; echo \"\$out\" | grep -q 'kernel mode'"
+check ready-kernel-mode a64_says 'kernel mode' /usr/lib/nvidia-peer-memory/dkms-ready "$KREL"
 
 step "dkms install for $KREL (the Rust overlay: about 15 minutes emulated when not cached)"
 (
@@ -143,8 +150,7 @@ check overlay-in-place grep -q "^rust-headers: /usr/src/linux-headers-$KREL is R
 check kernel-mode grep -q '^nvidia_peermem: Rust support: kernel$' "$mlog"
 ko=$ROOT/lib/modules/$KREL/updates/dkms/nvidia_peermem.ko
 check ko-aarch64 sh -c "file -b '$ko' | grep -q 'ARM aarch64'"
-check ko-vermagic sh -c "chroot '$ROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin modinfo -F vermagic \
-	/lib/modules/$KREL/updates/dkms/nvidia_peermem.ko | grep -qx '$KREL SMP preempt mod_unload aarch64'"
-check dkms-status sh -c "chroot '$ROOT' /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin dkms status | \
-	grep -qx 'nvidia-peer-memory/$V, $KREL, aarch64: installed'"
+check ko-vermagic a64_says "^$KREL SMP preempt mod_unload aarch64\$" \
+	modinfo -F vermagic "/lib/modules/$KREL/updates/dkms/nvidia_peermem.ko"
+check dkms-status a64_says "^nvidia-peer-memory/$V, $KREL, aarch64: installed\$" dkms status
 finish
