@@ -180,13 +180,15 @@ module: build/abi.symvers
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(if $(KDIR_LLVM),@echo "nvidia_peermem: $(KDIR) was built with clang $(KDIR_CLANG_MAJOR): $(KDIR_LLVM)")
 	@# A CONFIG_MODVERSIONS kernel refuses the stub's CRCs of 0 ("disagrees
-	@# about version of symbol"): the real tables, found or given, checked.
+	@# about version of symbol"): the CRCs of the driver and RDMA core
+	@# modules installed for KREL (scripts/find-symvers.sh), or the tables
+	@# given, checked.
 	@set -e; symbols="$(NVPM_EXTRA_SYMBOLS)"; \
 	if [ "$(MODVERSIONS)" = y ]; then \
 		if [ "$$symbols" = "$(CURDIR)/build/abi.symvers" ]; then \
-			symbols=$$(NVPM_ARCH=$(OFA_ARCH) scripts/find-symvers.sh "$(KREL)"); symbols=$$(echo $$symbols); \
-		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; fi; \
-		echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; \
+			symbols=$(CURDIR)/build/exporters.symvers; scripts/find-symvers.sh "$(KREL)" "$$symbols"; \
+		else scripts/find-symvers.sh --check "$(KREL)" $$symbols; \
+			echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from $$symbols"; fi; \
 	fi; \
 	$(MAKE) -C $(KDIR) $(KBUILD_ARGS) NVPM_EXTRA_SYMBOLS="$$symbols" modules
 

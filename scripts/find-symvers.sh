@@ -1,85 +1,254 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# find-symvers.sh KREL: on a CONFIG_MODVERSIONS kernel, the Module.symvers
-# files with the real CRCs of what nvidia_peermem imports from the NVIDIA
-# driver (nvidia_p2p_*) and from the RDMA core (ib_register_peer_memory_client
-# and ib_unregister_peer_memory_client), looked up where the driver's DKMS
-# build or its installer and DOCA-OFED/MLNX_OFED leave them. Prints the two
-# paths, driver first, one per line. Exit 1 with what is missing, where it
-# looked and what to do; also when a file found has CRCs of 0 (a stub).
+# find-symvers.sh: on a CONFIG_MODVERSIONS kernel, the CRCs nvidia_peermem
+# must carry for what it imports from the NVIDIA driver (nvidia_p2p_*) and
+# from the RDMA core's peer-memory API (*_peer_memory_client). The only
+# right ones are those of the modules that kernel will load: found as
+# modprobe finds them (the symbol in modules.symbols, its file in
+# modules.dep, so updates/ before the kernel's own), read from the module
+# file's CRC table (compressed or not; CRCs stored in __kcrctab* as since
+# Linux 5.19, or as absolute symbols before; genksyms and gendwarfksyms
+# alike), each checked to be built for KREL (vermagic). So it works with
+# every DKMS version (3.0 keeps no Module.symvers, 3.1.3 and later keep one
+# per kernel), without DKMS, and with prebuilt module packages, and never
+# takes another kernel's or another driver build's files.
 #
-#   find-symvers.sh --check KREL FILE...   only the check for CRCs of 0
+#   find-symvers.sh KREL OUT            write OUT (Module.symvers lines),
+#                                       say on stdout where the CRCs came from
+#   find-symvers.sh --sources KREL      the exporters' files, one per line
+#   find-symvers.sh --check KREL FILE...  only refuse Module.symvers files
+#                                       with CRCs of 0 (NVPM_EXTRA_SYMBOLS)
+#   find-symvers.sh --exports FILE [RE]  the CRC table of one module file,
+#                                       as Module.symvers lines (RE: awk
+#                                       regex on symbols; default all)
 #
-# The Makefile runs it when KDIR has CONFIG_MODVERSIONS=y: to find the
-# files, or to check those given as NVPM_EXTRA_SYMBOLS. Env: NVPM_SYSROOT
-# prefixes every path (tests), NVPM_ARCH replaces `uname -m` (OFED's
-# per-arch directory; the Makefile passes the one of KDIR's .config).
+# Where an exporter is not installed as a module of KREL (a driver built by
+# hand), /etc/nvidia-peer-memory/exporters.conf names it, one line each:
+#   driver PATH     the module file or Module.symvers exporting nvidia_p2p_*
+#   rdma PATH       the same for ib_register_peer_memory_client
+# ({kernel} in PATH stands for KREL). It is not the package's: rebuilds
+# keep it.
+#
+# Exit 1 with what is missing, where it looked and what to install.
+# Env: NVPM_SYSROOT prefixes every path (tests). Needs readelf and od;
+# xz, zstd or gzip for compressed modules.
 set -eu
 
-CHECK_ONLY=
-[ "${1:-}" != --check ] || { CHECK_ONLY=1; shift; }
-KREL=${1:?usage: find-symvers.sh [--check] KREL [FILE...]}
+mode=table
+case ${1:-} in
+--check) mode=check; shift ;;
+--sources) mode=sources; shift ;;
+--exports) mode=exports; shift ;;
+esac
+KREL=${1:?usage: find-symvers.sh [--sources|--check] KREL [OUT | FILE...]; find-symvers.sh --exports FILE [RE]}
 shift
 root=${NVPM_SYSROOT:-}
-arch=${NVPM_ARCH:-$(uname -m)}
+CONF=/etc/nvidia-peer-memory/exporters.conf
+moddir=$root/lib/modules/$KREL
+me=find-symvers
 
-# Whether $1 is a Module.symvers that exports $2.
-exports() { [ -f "$1" ] && awk -v s="$2" '$2 == s { found = 1 } END { exit !found }' "$1"; }
+# What each exporter is known by: the symbol that finds it, the CRCs taken
+# from it (an awk regex on symbol names), what to call it.
+DRIVER_SYM=nvidia_p2p_get_pages
+DRIVER_RE='^nvidia_p2p_'
+RDMA_SYM=ib_register_peer_memory_client
+RDMA_RE='_peer_memory_client$'
 
-# The first of the remaining arguments that exports $1.
-first_exporting() {
-	sym=$1
-	shift
-	for f in "$@"; do
-		if exports "$f" "$sym"; then
-			echo "$f"
-			return 0
-		fi
-	done
-	return 1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvpm-symvers.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# Messages name files as they are on the host ($root is the tests').
+fail() {
+	echo "$me: $*" | sed "s|$root/|/|g" >&2
+	exit 1
 }
 
-# DKMS keeps the tree of its last build of a module version; it serves only
-# if that build was for KREL (its make.log names the kernel).
-dkms_builds() { # $1 = DKMS module name
-	find "$root/var/lib/dkms/$1" -mindepth 2 -maxdepth 2 -name build -type d 2>/dev/null | sort -rV | while read -r d; do
-		if grep -qsF "$KREL" "$d/make.log"; then echo "$d/Module.symvers"; fi
-	done
-}
+# --- Module.symvers files given by hand -------------------------------------
 
-# A stub (CRCs 0) would build a module the kernel refuses.
-check_crcs() {
-	for f in "$@"; do
-		[ -f "$f" ] || { echo "find-symvers: $f: no such file" >&2; exit 1; }
-		if awk '($2 ~ /^nvidia_p2p_/ || $2 ~ /_peer_memory_client$/) && $1 ~ /^0x0+$/ { bad = 1 } END { exit !bad }' "$f"; then
-			echo "find-symvers: $f has CRCs of 0: it is not from a CONFIG_MODVERSIONS build for $KREL; rebuild the package it belongs to for $KREL" >&2
-			exit 1
-		fi
-	done
+# A table with CRCs of 0 for our imports is a stub (abi-symvers.sh, or a
+# build without MODVERSIONS): the kernel would refuse the module.
+check_table() { # FILE
+	[ -f "$1" ] || fail "$1: no such file"
+	if awk '($2 ~ /^nvidia_p2p_/ || $2 ~ /_peer_memory_client$/) && $1 ~ /^0x0+$/ { bad = 1 } END { exit !bad }' "$1"; then
+		fail "$1 has CRCs of 0: it is not from a CONFIG_MODVERSIONS build for $KREL; rebuild the package it belongs to for $KREL"
+	fi
 }
-if [ -n "$CHECK_ONLY" ]; then
-	check_crcs "$@"
+if [ "$mode" = check ]; then
+	for f in "$@"; do check_table "$f"; done
 	exit 0
 fi
 
-driver_places="$(dkms_builds nvidia) $(find "$root/usr/src" -mindepth 2 -maxdepth 2 -path '*/nvidia-*/Module.symvers' 2>/dev/null | sort -rV)"
-ofed_places="$root/usr/src/ofa_kernel/$arch/$KREL/Module.symvers $root/usr/src/ofa_kernel/$KREL/Module.symvers \
-$root/usr/src/ofa_kernel/default/Module.symvers $(dkms_builds mlnx-ofed-kernel)"
+# --- module files -----------------------------------------------------------
 
-missing=
-# shellcheck disable=SC2086 # the place lists are words
-driver=$(first_exporting nvidia_p2p_get_pages $driver_places) || missing="$missing
-  the NVIDIA driver's (nvidia_p2p_*): looked in $root/var/lib/dkms/nvidia/*/build (a DKMS build for $KREL) and $root/usr/src/nvidia-*/; install the driver with DKMS for $KREL (or build it there), or name its Module.symvers"
-# shellcheck disable=SC2086
-ofed=$(first_exporting ib_register_peer_memory_client $ofed_places) || missing="$missing
-  the RDMA core's (ib_register_peer_memory_client): looked in $root/usr/src/ofa_kernel/{$arch/$KREL,$KREL,default}/ and $root/var/lib/dkms/mlnx-ofed-kernel/*/build; install DOCA-OFED or MLNX_OFED's kernel sources for $KREL (mlnx-ofed-kernel-dkms, or its -source package), or name its Module.symvers"
-if [ -n "$missing" ]; then
-	echo "find-symvers: $KREL has CONFIG_MODVERSIONS=y, so nvidia_peermem must carry the real CRCs of its imports; no Module.symvers found for:$missing
-  then: make NVPM_EXTRA_SYMBOLS=\"<driver's Module.symvers> <OFED's Module.symvers>\"" >&2
-	exit 1
+# The module file as an ELF object: compressed ones unpacked into $tmp.
+elf_of() { # FILE -> path
+	case $1 in
+	*.xz) out=$tmp/$(basename "$1" .xz) && xz -dc "$1" >"$out" ;;
+	*.zst) out=$tmp/$(basename "$1" .zst) && zstd -dcq "$1" >"$out" ;;
+	*.gz) out=$tmp/$(basename "$1" .gz) && gzip -dc "$1" >"$out" ;;
+	*) out=$1 ;;
+	esac || fail "$1: cannot decompress it"
+	echo "$out"
+}
+
+# A .modinfo field of an ELF module ("vermagic", "version", "name").
+modinfo_field() { # ELF FIELD
+	readelf -p .modinfo "$1" 2>/dev/null | sed -n "s/^ *\[ *[0-9a-f]*\] *$2=//p" | head -n 1
+}
+
+# The CRCs a module exports for the symbols matching RE, as Module.symvers
+# lines (0xCRC, symbol, module, export type). Each CRC is the symbol
+# __crc_<sym>: an absolute symbol whose value is the CRC (before Linux
+# 5.19), or a 32-bit word at the symbol's offset in its __kcrctab* section,
+# in the file's byte order. The export type is the section of
+# __ksymtab_<sym> (or of the CRC): *_gpl is EXPORT_SYMBOL_GPL.
+ko_exports() { # ELF MODNAME RE
+	readelf -hW "$1" >"$tmp/hdr" 2>/dev/null || fail "$1: not an ELF file"
+	big=$(grep -c 'big endian' "$tmp/hdr" || :)
+	readelf -SW "$1" 2>/dev/null | sed -n 's/^ *\[ *\([0-9][0-9]*\)\] */\1 /p' >"$tmp/sections"
+	readelf -sW "$1" 2>/dev/null | awk '$8 ~ /^__(crc|ksymtab)_/ { print $2, $7, $8 }' >"$tmp/syms"
+	# "symbol value section-name section-offset" for each __crc_ and __ksymtab_ symbol.
+	awk 'FNR == NR { name[$1] = $2; off[$1] = $5; next }
+		{ print $3, $1, ($2 == "ABS" ? "ABS" : name[$2]), ($2 in off ? off[$2] : 0) }' \
+		"$tmp/sections" "$tmp/syms" >"$tmp/placed"
+	grep '^__crc_' "$tmp/placed" | while read -r symname value sec secoff; do
+		sym=${symname#__crc_}
+		echo "$sym" | grep -Eq "$3" || continue
+		if [ "$sec" = ABS ]; then
+			crc=$(printf '%08x' $((0x$value & 0xffffffff)))
+		else
+			crc=$(od -An -v -tx1 -j $((0x$secoff + 0x$value)) -N 4 "$1" |
+				awk -v big="$big" 'NF == 4 { if (big != "0") print $1 $2 $3 $4; else print $4 $3 $2 $1 }')
+		fi
+		[ -n "$crc" ] || fail "$1: cannot read the CRC of $sym"
+		ksec=$(awk -v s="__ksymtab_$sym" '$1 == s { print $3 }' "$tmp/placed")
+		case ${ksec:-$sec} in
+		*_gpl*) type=EXPORT_SYMBOL_GPL ;;
+		*) type=EXPORT_SYMBOL ;;
+		esac
+		printf '0x%s\t%s\t%s\t%s\t\n' "$crc" "$sym" "$2" "$type"
+	done
+}
+
+if [ "$mode" = exports ]; then
+	elf=$(elf_of "$KREL")
+	name=$(modinfo_field "$elf" name)
+	ko_exports "$elf" "${name:-$(basename "$KREL" | sed 's/\.ko.*//; s/-/_/g')}" "${1:-.}"
+	exit 0
 fi
 
-check_crcs "$driver" "$ofed"
-echo "$driver"
-echo "$ofed"
+# The module that exports SYM for KREL, as modprobe would load it: the name
+# from modules.symbols, the file from modules.dep (depmod already chose
+# updates/ over the kernel's own copy).
+exporter_file() { # SYM
+	name=$(awk -v s="symbol:$1" '$1 == "alias" && $2 == s { print $3; exit }' "$moddir/modules.symbols" 2>/dev/null)
+	[ -n "$name" ] || return 1
+	awk -F: -v n="$name" '{
+		f = $1; b = f; sub(/.*\//, "", b); sub(/\.ko(\.[a-z]+)?$/, "", b); gsub(/-/, "_", b)
+		if (b == n) { print f; exit }
+	}' "$moddir/modules.dep" | sed "s|^\([^/]\)|$moddir/\1|"
+}
+
+# An admin's line in exporters.conf for WHAT (driver, rdma), {kernel} filled.
+conf_entry() { # WHAT
+	[ -f "$root$CONF" ] || return 1
+	p=$(awk -v w="$1" '$1 == w { print $2; exit }' "$root$CONF")
+	[ -n "$p" ] || return 1
+	echo "$root$p" | sed "s/{kernel}/$KREL/g"
+}
+
+# Why no exporter was found, and what to install.
+why_missing_driver() {
+	dk=
+	for d in "$root"/var/lib/dkms/nvidia*/*/source; do
+		case $d in */nvidia-peer-memory/* | *'*'*) ;; *) dk=$d && break ;; esac
+	done
+	if [ -n "$dk" ]; then
+		dk=${dk%/source}
+		echo "DKMS has ${dk#"$root"/var/lib/dkms/} but no build of it installed for $KREL: dkms autoinstall -k $KREL (needs linux-headers-$KREL), then rebuild nvidia-peer-memory"
+	else
+		echo "install the NVIDIA driver's kernel modules for $KREL (Debian: nvidia-kernel-dkms or nvidia-open-kernel-dkms; NVIDIA's repositories: nvidia-dkms-<branch>, kmod-nvidia-open-dkms, or a prebuilt linux-modules-nvidia-<branch>-<flavour> package), or name its module in $CONF"
+	fi
+}
+why_missing_rdma() {
+	own=$(awk -F: '$1 ~ /(^|\/)ib_(core|uverbs)\.ko/ { print $1; exit }' "$moddir/modules.dep" 2>/dev/null || :)
+	if [ -n "$own" ]; then
+		echo "$KREL's RDMA core (/lib/modules/$KREL/$own) has no peer-memory API: it is the kernel's own, not DOCA-OFED's or MLNX_OFED's; install their kernel modules for $KREL (deb: mlnx-ofed-kernel-dkms or mlnx-ofed-kernel-modules; rpm: mlnx-ofa_kernel-dkms, kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules), or name the module in $CONF"
+	else
+		echo "install DOCA-OFED's or MLNX_OFED's kernel modules for $KREL (deb: mlnx-ofed-kernel-dkms or mlnx-ofed-kernel-modules; rpm: mlnx-ofa_kernel-dkms, kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules), or name the module in $CONF"
+	fi
+}
+
+# One exporter: its file, and its CRCs appended to $tmp/table. Sets $file
+# and $about (what it is, for the provenance line).
+resolve() { # WHAT SYM RE
+	file='' about='' how=''
+	if file=$(conf_entry "$1"); then
+		how="named in $CONF"
+		[ -f "$file" ] || fail "$CONF names $file for the $1, and there is no such file"
+	elif [ ! -f "$moddir/modules.dep" ] || [ ! -f "$moddir/modules.symbols" ]; then
+		# No index: no modules at all (not installed for KREL), or depmod not run.
+		[ -z "$(find "$moddir" -name '*.ko*' 2>/dev/null | head -n 1)" ] ||
+			fail "no module index for $KREL ($moddir/modules.dep, modules.symbols): run depmod $KREL"
+		file=
+		return 0
+	elif ! file=$(exporter_file "$2") || [ -z "$file" ]; then
+		file=
+		return 0
+	else
+		how="exports $2 for $KREL"
+		[ -f "$file" ] || fail "modules.dep of $KREL names $file for $2, and there is no such file: run depmod $KREL"
+	fi
+	case $file in
+	*.ko | *.ko.*)
+		elf=$(elf_of "$file")
+		vermagic=$(modinfo_field "$elf" vermagic)
+		[ "${vermagic%% *}" = "$KREL" ] ||
+			fail "$file ($how) is built for ${vermagic%% *}${vermagic:+, }not for $KREL (vermagic \"$vermagic\"): rebuild it for $KREL"
+		# The name the kernel will know it by (Debian's nvidia-current.ko is "nvidia").
+		name=$(modinfo_field "$elf" name)
+		[ -n "$name" ] || name=$(basename "$file" | sed 's/\.ko.*//; s/-/_/g')
+		ko_exports "$elf" "$name" "$3" >"$tmp/one"
+		version=$(modinfo_field "$elf" version)
+		about="$name${version:+ $version}, $how"
+		;;
+	*)
+		check_table "$file"
+		awk -v re="$3" '$2 ~ re' "$file" >"$tmp/one"
+		about="Module.symvers, $how"
+		;;
+	esac
+	grep -q "	$2	" "$tmp/one" || fail "$file ($how) has no CRC for $2: is it a build with CONFIG_MODVERSIONS=y?"
+	awk '$1 ~ /^0x0+$/ { bad = $2 } END { exit bad != "" }' "$tmp/one" ||
+		fail "$file ($how) has CRCs of 0: it is not from a CONFIG_MODVERSIONS build for $KREL"
+	cat "$tmp/one" >>"$tmp/table"
+}
+
+: >"$tmp/table"
+missing=
+resolve driver "$DRIVER_SYM" "$DRIVER_RE"
+driver=$file driver_about=$about
+[ -n "$driver" ] || missing="$missing
+  the NVIDIA driver's ($DRIVER_SYM): no module of $KREL exports it; $(why_missing_driver)"
+resolve rdma "$RDMA_SYM" "$RDMA_RE"
+rdma=$file rdma_about=$about
+[ -n "$rdma" ] || missing="$missing
+  the RDMA core's ($RDMA_SYM): no module of $KREL exports it; $(why_missing_rdma)"
+if [ -n "$missing" ]; then
+	fail "$KREL has CONFIG_MODVERSIONS=y, so nvidia_peermem must carry the CRCs of the modules it imports from, as that kernel will load them; missing:$missing"
+fi
+
+case $mode in
+sources)
+	echo "$driver"
+	echo "$rdma"
+	;;
+table)
+	OUT=${1:?usage: find-symvers.sh KREL OUT}
+	cp "$tmp/table" "$OUT"
+	echo "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ${driver#"$root"} ${rdma#"$root"}"
+	echo "nvidia_peermem:   nvidia_p2p_*: ${driver#"$root"} ($driver_about)"
+	echo "nvidia_peermem:   peer memory: ${rdma#"$root"} ($rdma_about)"
+	;;
+esac

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Host tests: the workspace's cargo tests (pure logic shared with the module),
-# the loom models of the invalidation protocol (tests/loom) and the guest
-# runner's spreading of scenarios over guests (tests/guest/shards-test.sh).
+# the loom models of the invalidation protocol (tests/loom), the guest
+# runner's spreading of scenarios over guests (tests/guest/shards-test.sh)
+# and where a build finds the CRCs of the driver and the RDMA core
+# (tests/neighbours/lookup.sh, in the trixie root for its depmod).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$(cargo test --workspace --color never 2>&1)
@@ -24,5 +26,14 @@ shards=$(tests/guest/shards-test.sh 2>&1)
 printf '%s\n' "$shards" | grep -v '^PASS ' || true
 pass=$((pass + $(grep -c '^PASS ' <<<"$shards"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$shards")))
 grep -q '^SHARDS-SUMMARY ' <<<"$shards" || fail=$((fail + 1))
+# make check provisions the root first; make check-host alone may not have.
+if [ -r "${NVPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs}/kernel.env" ]; then
+	lookup=$(scripts/in-chroot.sh tests/neighbours/lookup.sh 2>&1)
+	printf '%s\n' "$lookup" | grep -v '^PASS ' || true
+	pass=$((pass + $(grep -c '^PASS ' <<<"$lookup"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$lookup")))
+	grep -q '^NEIGHBOURS-SUMMARY ' <<<"$lookup" || fail=$((fail + 1))
+else
+	echo "SKIP neighbours/*: not provisioned (make, or make check, provisions the trixie root)"
+fi
 echo "HOST-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

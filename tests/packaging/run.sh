@@ -399,21 +399,20 @@ if [ "${NVPM_PKGTEST_STOP_AFTER:-}" = arm64 ]; then finish; fi
 # --- rust-headers.sh: refusals --------------------------------------------------------------
 step "rust-headers.sh refuses what cannot work, with the reason"
 snapshot() { inr sh -c 'find / -xdev \( -path /proc -o -path /sys -o -path /run -o -path /tmp -o -path /root -o -path /build -o -path /var/cache/apt -o -path /var/lib/apt -o -path /var/lib/dpkg -o -path /var/log -o -path /var/cache/debconf -o -path /var/cache/man -o -path /var/cache/ldconfig -o -path /var/lib/dkms/mok.key -o -path /var/lib/dkms/mok.pub -o -path /usr/src/linux-source-7.3.tar.xz -o -path /usr/share/doc/linux-source-7.3 -o -name "*.pyc" \) -prune -o -print' | LC_ALL=C sort; }
-# A CONFIG_MODVERSIONS kernel: the real CRCs, found where the driver's DKMS
-# build and OFED leave their Module.symvers (scripts/find-symvers.sh), or
-# given; never the stub's CRCs of 0. NVPM_SYSROOT roots the lookup in /tmp.
-# /tmp/mvk stands for a Rust kernel's headers with its crates (kernel mode).
-insh modversions-needs-symvers "mkdir -p /tmp/mvk/scripts /tmp/mvk/rust && touch /tmp/mvk/scripts/target.json /tmp/mvk/rust/libkernel.rmeta /tmp/mvk/rust/libffi.rmeta &&
+# A CONFIG_MODVERSIONS kernel: the CRCs of the driver and RDMA core modules
+# installed for that kernel (scripts/find-symvers.sh; its layouts are
+# tests/neighbours/lookup.sh's), or tables given; never the stub's CRCs of
+# 0. NVPM_SYSROOT roots the lookup in /tmp. /tmp/mvk stands for a Rust
+# kernel's headers with its crates (kernel mode).
+insh modversions-needs-exporters "mkdir -p /tmp/mvk/scripts /tmp/mvk/rust && touch /tmp/mvk/scripts/target.json /tmp/mvk/rust/libkernel.rmeta /tmp/mvk/rust/libffi.rmeta &&
 	printf 'CONFIG_MODVERSIONS=y\nCONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"%s\"\n' \"\$(rustc --version)\" >/tmp/mvk/.config
 	if out=\$(NVPM_SYSROOT=/tmp/mv-none make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
-	echo \"\$out\" | grep -q 'no Module.symvers found for:' && echo \"\$out\" | grep -q \"the NVIDIA driver's (nvidia_p2p_\\*)\" &&
-	echo \"\$out\" | grep -q \"the RDMA core's (ib_register_peer_memory_client)\""
-insh modversions-finds-symvers "mkdir -p /tmp/mv/usr/src/nvidia-580.95.05 /tmp/mv/usr/src/ofa_kernel/default &&
-	printf '0x1234abcd\\tnvidia_p2p_get_pages\\tnvidia\\tEXPORT_SYMBOL_GPL\\t\\n' >/tmp/mv/usr/src/nvidia-580.95.05/Module.symvers &&
-	printf '0x2345bcde\\tib_register_peer_memory_client\\tib_core\\tEXPORT_SYMBOL\\t\\n' >/tmp/mv/usr/src/ofa_kernel/default/Module.symvers &&
-	out=\$(NVPM_SYSROOT=/tmp/mv make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic module 2>&1 || :); echo \"\$out\"
-	echo \"\$out\" | grep -qF 'CONFIG_MODVERSIONS=y: CRCs from /tmp/mv/usr/src/nvidia-580.95.05/Module.symvers /tmp/mv/usr/src/ofa_kernel/default/Module.symvers'"
-insh modversions-refuses-stub "printf '0x00000000\\tnvidia_p2p_get_pages\\tnvidia\\tEXPORT_SYMBOL_GPL\\t\\n' >/tmp/stub.symvers &&
+	echo \"\$out\" | grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of 7.0.0-14-generic exports it; install\" &&
+	echo \"\$out\" | grep -q \"the RDMA core's (ib_register_peer_memory_client): no module of 7.0.0-14-generic exports it\" &&
+	! echo \"\$out\" | grep -Eq '^ +(RUSTC|CC|MODPOST) '"
+# The stub a build without vendor tables uses (build/abi.symvers, CRCs of 0),
+# given by hand.
+insh modversions-refuses-stub "sh src/scripts/abi-symvers.sh src/src/ffi >/tmp/stub.symvers &&
 	if out=\$(make -C src KDIR=/tmp/mvk KREL=7.0.0-14-generic NVPM_EXTRA_SYMBOLS=/tmp/stub.symvers module 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
 	echo \"\$out\" | grep -q 'has CRCs of 0: it is not from a CONFIG_MODVERSIONS build'"
 insh rust-headers-no-linux-source "if out=\$(NVPM_RUST_HEADERS_CACHE=/tmp/rh sh src/scripts/rust-headers.sh $KREL 2>&1); then echo \"\$out\"; exit 1; fi; echo \"\$out\"
@@ -687,19 +686,47 @@ check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KR
 # Rust: their headers packages, as the kernels suite fetched them
 # (scripts/provision-carried.sh), installed as on a host; their postinst hook
 # runs DKMS, whose build carries the kernel's Rust support. The kernels have
-# MODVERSIONS: the simulators built for each stand in for the driver's DKMS
-# build and OFED's sources, so the DKMS-built module loads beside them. Then
+# MODVERSIONS: the simulators built for each stand in for the driver's and
+# OFED's installed modules (install_exporters), and the DKMS-built module
+# carries their CRCs and loads beside them. Then
 # Debian's image of that kernel boots it with Debian's ib_core: the load
 # test, 02 (symbol versions), the client scenarios (40-45), one window mode
 # of 51 and one configuration of 55; and the .ko is read as the kernel's
 # .config asks (tests/kocheck). (--force-depends: the image the headers
 # name is not needed for a build.)
 CARRIED_GUEST_ENV="STRESS_WINDOW_MODES=modern STRESS_CONFIGS=modern-revocable STRESS_CONC_OPS=20000"
+# The simulators built for a kernel (tests/sim) stand in for the NVIDIA
+# driver's and OFED's modules (no driver can load without a GPU, and MOFED's
+# packages are not in Debian's archive): installed where their DKMS packages
+# put them for that kernel (updates/dkms; the driver's xz-compressed, as
+# DKMS 3.2.2 compresses for a kernel with CONFIG_MODULE_COMPRESS_XZ) and
+# indexed by depmod, as after `dkms install`.
+exporters_at() { echo "/lib/modules/$1/updates/dkms"; }
+install_exporters() { # KREL
+	local at
+	at=$ROOT$(exporters_at "$1")
+	mkdir -p "$at"
+	if ! { xz -c tests/sim/nvidia.ko >"$at/nvidia.ko.xz" && cp tests/sim/mofed_peer_sim.ko "$at/" && inr depmod "$1"; }; then
+		bad "exporters-$1" "cannot install the simulators for $1"
+		return 1
+	fi
+}
+# check_crcs_taken NAME KREL: the installed nvidia_peermem.ko for KREL carries
+# the CRCs the simulators' own build wrote (tests/sim/Module.symvers).
+check_crcs_taken() {
+	check "$1-crcs" sh -c "f=\$(ls '$ROOT'/lib/modules/$2/updates/dkms/nvidia_peermem.ko*) &&
+		case \$f in *.xz) xz -dc \$f ;; *.zst) zstd -dcq \$f ;; *) cat \$f ;; esac >'$ROOT/tmp/crcs.ko' &&
+		chroot '$ROOT' modprobe --dump-modversions /tmp/crcs.ko >'$ROOT/tmp/crcs' && n=0 &&
+		for s in nvidia_p2p_get_pages nvidia_p2p_dma_map_pages nvidia_p2p_put_pages ib_register_peer_memory_client ib_unregister_peer_memory_client; do
+			want=\$(awk -v s=\$s '\$2 == s { print \$1 }' tests/sim/Module.symvers)
+			got=\$(awk -v s=\$s '\$2 == s { print \$1 }' '$ROOT/tmp/crcs')
+			[ -n \"\$want\" ] && [ \$((want)) = \$((got)) ] || { echo \"\$s: \$got in the module, \$want in tests/sim/Module.symvers\"; exit 1; }
+		done"
+}
 # In the trixie root, for the kernel of kernel-SERIES.env (its own namespace).
 kroot() { env -u NVPM_IN_NS NVPM_KERNEL_ENV="kernel-$1.env" scripts/in-chroot.sh "${@:2}"; }
 carried_dkms() {
 	local series=$1 kenv=$NVPM_CACHE/kernel-$1.env nrel debs kconfig n=dkms-$1 mlog ko=$REPO/build/dkms-$1
-	local drv=$ROOT/var/lib/dkms/nvidia/580.95.05/build ofa
 	if ! KSERIES=$series scripts/provision-carried.sh "$series" >"$LOGS/$n-provision.log" 2>&1; then
 		bad "$n-provision" "$(tail -n 15 "$LOGS/$n-provision.log")"
 		return
@@ -713,11 +740,7 @@ carried_dkms() {
 		bad "$n-sims" "$(tail -n 15 "$LOGS/$n-sims.log")"
 		return
 	fi
-	ofa=$ROOT/usr/src/ofa_kernel/x86_64/$nrel
-	mkdir -p "$drv" "$ofa"
-	awk '$2 ~ /^nvidia_p2p_/' tests/sim/Module.symvers >"$drv/Module.symvers"
-	echo "DKMS (dkms-3.2.2) make.log for nvidia/580.95.05 for kernel $nrel (x86_64)" >"$drv/make.log"
-	awk '$2 ~ /_peer_memory_client$/' tests/sim/Module.symvers >"$ofa/Module.symvers"
+	install_exporters "$nrel" || return
 	rm -rf "$ROOT/tmp/norust-debs" && mkdir -p "$ROOT/tmp/norust-debs"
 	cp "$debs"/linux-headers-*.deb "$debs"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
 	if inlog_progress "$n" "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok "$n-install"; else
@@ -730,7 +753,8 @@ carried_dkms() {
 		modinfo -F vermagic /lib/modules/$nrel/updates/dkms/nvidia_peermem.ko* | grep -q '^$nrel '"
 	check "$n-reason" grep -q "kernel $nrel is built without Rust support" "$mlog"
 	check "$n-carried" grep -q '^nvidia_peermem: Rust support: carried' "$mlog"
-	check "$n-crcs-found" grep -qF "CONFIG_MODVERSIONS=y: CRCs from /var/lib/dkms/nvidia/580.95.05/build/Module.symvers /usr/src/ofa_kernel/x86_64/$nrel/Module.symvers" "$mlog"
+	check "$n-crcs-found" grep -qF "CONFIG_MODVERSIONS=y: CRCs from $(exporters_at "$nrel")/nvidia.ko.xz $(exporters_at "$nrel")/mofed_peer_sim.ko" "$mlog"
+	check_crcs_taken "$n" "$nrel"
 	insh "$n-dkms-ready" "/usr/lib/nvidia-peer-memory/dkms-ready $nrel | grep -qx '$nrel: carried mode (the pinned Rust crates built into the module)'"
 	insh "$n-first-kept" "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V, $KREL, x86_64: installed'"
 	rm -rf "$ko" && mkdir -p "$ko"
@@ -756,7 +780,7 @@ carried_dkms() {
 	# Gone again; the module index depmod wrote goes with it, as the image's removal would take it.
 	if inlog "$n-remove" "dkms remove nvidia-peer-memory/$V -k $nrel &&
 		dpkg --purge \$(for d in /tmp/norust-debs/*.deb; do dpkg-deb -f \$d Package; done) &&
-		rm -rf /lib/modules/$nrel /tmp/norust-debs /var/lib/dkms/nvidia /usr/src/ofa_kernel"; then
+		rm -rf /lib/modules/$nrel /tmp/norust-debs"; then
 		ok "$n-remove"; else bad "$n-remove" "see $LOGS/$n-remove.log"; fi
 }
 # make check sets NVPM_PKGTEST_CARRIED=1; otherwise the kernels provisioned already.
@@ -837,9 +861,10 @@ insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod
 # linux-headers package whose postinst runs the header hooks (DKMS's
 # autoinstall). The headers (scripts/debug-kernel.sh) hold the compiled Rust
 # crates, as Ubuntu's linux-lib-rust adds them. The simulators built for it
-# stand in for the NVIDIA driver's DKMS build and OFED's kernel sources.
-# Then the DKMS-built module boots with the debug kernel (01, 02, 41), and
-# so does one built against a stale driver Module.symvers (02).
+# stand in for the NVIDIA driver's and OFED's installed modules
+# (install_exporters). Then the DKMS-built module boots with the debug
+# kernel (01, 02), and so does one built by hand against a table whose
+# get_pages CRC differs (02: the kernel refuses it).
 # scripts/debug-kernel.sh in a mount namespace of its own (this one has the overlay).
 dk() { env -u NVPM_IN_NS scripts/debug-kernel.sh "$@"; }
 modversions_dkms() {
@@ -866,8 +891,8 @@ modversions_dkms() {
 	fi
 	check modversions-sims-crcs awk '$2 ~ /^nvidia_p2p_|_peer_memory_client$/ { n++; if ($1 ~ /^0x0+$/) z++ }
 		END { if (n < 5 || z) { print n " entries, " z " of them 0"; exit 1 } }' "$sims/Module.symvers"
-	# The kernel's modules, as its linux-image package installs them.
-	mkdir -p "$ROOT/lib/modules" && cp -a "$modules" "$ROOT/lib/modules/$dkrel"
+	# The kernel's modules, as its linux-image package installs them (and indexes them).
+	mkdir -p "$ROOT/lib/modules" && cp -a "$modules" "$ROOT/lib/modules/$dkrel" && inr depmod "$dkrel"
 	# Its headers package, built here the way Debian's are laid out.
 	rm -rf "$ROOT/tmp/lh" && mkdir -p "$ROOT/tmp/lh/DEBIAN" "$ROOT/tmp/lh/usr/src" "$ROOT/tmp/lh/usr/lib/modules/$dkrel"
 	cp -a "$headers" "$ROOT/tmp/lh/usr/src/linux-headers-$dkrel"
@@ -879,31 +904,24 @@ modversions_dkms() {
 	inlog modversions-headers-deb "dpkg-deb -Zgzip -z1 --root-owner-group -b /tmp/lh /build/linux-headers-$dkrel.deb && rm -rf /tmp/lh" ||
 		{ bad modversions-headers-deb "see $LOGS/modversions-headers-deb.log"; return; }
 
-	# Neither table installed yet: DKMS's build stops, naming both and the fix.
-	step "new MODVERSIONS kernel: dpkg -i linux-headers-$dkrel without the driver's and OFED's Module.symvers"
-	inlog_progress modversions-no-symvers "dpkg -i linux-headers-$dkrel.deb" || :
+	# Neither exporter installed yet: DKMS's build stops, naming both and the fix.
+	step "new MODVERSIONS kernel: dpkg -i linux-headers-$dkrel before the driver's and OFED's modules"
+	inlog_progress modversions-no-exporters "dpkg -i linux-headers-$dkrel.deb" || :
 	local mlog=/var/lib/dkms/nvidia-peer-memory/$V/build/make.log
-	insh modversions-no-symvers-not-installed "! dkms status -m nvidia-peer-memory -k $dkrel | grep -q installed"
-	insh modversions-no-symvers-says-why "grep -q 'no Module.symvers found for:' $mlog &&
-		grep -q \"the NVIDIA driver's (nvidia_p2p_\\*): looked in /var/lib/dkms/nvidia/\\*/build\" $mlog &&
-		grep -q \"the RDMA core's (ib_register_peer_memory_client): looked in /usr/src/ofa_kernel/\" $mlog &&
-		grep -q 'make NVPM_EXTRA_SYMBOLS=' $mlog"
+	insh modversions-no-exporters-not-installed "! dkms status -m nvidia-peer-memory -k $dkrel | grep -q installed"
+	insh modversions-no-exporters-says-why "grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $dkrel exports it; install\" $mlog &&
+		grep -q \"the RDMA core's (ib_register_peer_memory_client): no module of $dkrel exports it\" $mlog &&
+		grep -q 'mlnx-ofed-kernel-dkms' $mlog"
 	# It stops there, before compiling anything (it once went on to modpost's "undefined!").
-	insh modversions-no-symvers-stops-first "! grep -Eq '^ +(RUSTC|CC|MODPOST) ' $mlog && ! grep -q 'undefined!' $mlog"
+	insh modversions-no-exporters-stops-first "! grep -Eq '^ +(RUSTC|CC|MODPOST) ' $mlog && ! grep -q 'undefined!' $mlog"
 
-	# Where the driver's DKMS build (its last build, for this kernel) and
-	# DOCA-OFED's kernel sources leave them.
-	local drv=$ROOT/var/lib/dkms/nvidia/580.95.05/build ofa=$ROOT/usr/src/ofa_kernel/x86_64/$dkrel
-	mkdir -p "$drv" "$ofa"
-	awk '$2 ~ /^nvidia_p2p_/' "$sims/Module.symvers" >"$drv/Module.symvers"
-	echo "DKMS (dkms-3.2.2) make.log for nvidia/580.95.05 for kernel $dkrel (x86_64)" >"$drv/make.log"
-	awk '$2 ~ /_peer_memory_client$/' "$sims/Module.symvers" >"$ofa/Module.symvers"
+	install_exporters "$dkrel" || return
 	step "DKMS builds nvidia_peermem for $dkrel with the real CRCs (dkms autoinstall, as the next kernel hook would)"
 	if inlog_progress modversions-dkms "dkms autoinstall -k $dkrel"; then ok modversions-dkms; else
 		bad modversions-dkms "$(tail -n 30 "$ROOT$mlog" 2>/dev/null)"; fi
 	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$dkrel/x86_64/log/make.log" >"$LOGS/dkms-make-$dkrel.log" 2>&1
 	insh modversions-dkms-installed "dkms status -m nvidia-peer-memory -k $dkrel | grep -q '^nvidia-peer-memory/$V, $dkrel, x86_64: installed'"
-	check modversions-dkms-log grep -qF -e "CONFIG_MODVERSIONS=y: CRCs from /var/lib/dkms/nvidia/580.95.05/build/Module.symvers /usr/src/ofa_kernel/x86_64/$dkrel/Module.symvers" \
+	check modversions-dkms-log grep -qF -e "CONFIG_MODVERSIONS=y: CRCs from $(exporters_at "$dkrel")/nvidia.ko.xz $(exporters_at "$dkrel")/mofed_peer_sim.ko" \
 		"$LOGS/dkms-make-$dkrel.log"
 	check modversions-dkms-clang grep -qF "was built with clang 19: LLVM=-19" "$LOGS/dkms-make-$dkrel.log"
 	check modversions-dkms-crates-as-they-are grep -q "Rust-capable already" "$LOGS/dkms-make-$dkrel.log"
@@ -911,19 +929,16 @@ modversions_dkms() {
 	inr sh -c "f=\$(ls /lib/modules/$dkrel/updates/dkms/nvidia_peermem.ko*) && case \$f in *.xz) xz -dc \$f ;; *.zst) zstd -dcq \$f ;; *) cat \$f ;; esac" \
 		>"$mv/nvidia_peermem.ko"
 	# Its CRCs are the simulators' (the kernel checks them again at load).
-	check modversions-dkms-crcs sh -c "for s in nvidia_p2p_get_pages nvidia_p2p_dma_map_pages ib_register_peer_memory_client; do
-		want=\$(awk -v s=\$s '\$2 == s { print \$1 }' '$sims/Module.symvers')
-		got=\$(chroot '$ROOT' modprobe --dump-modversions /dev/stdin <'$mv/nvidia_peermem.ko' | awk -v s=\$s '\$2 == s { print \$1 }')
-		[ -n \"\$want\" ] && [ \$((want)) = \$((got)) ] || { echo \"\$s: module \$got, simulator \$want\"; exit 1; }; done"
+	check_crcs_taken modversions-dkms "$dkrel"
 
 	# A build against another driver build's table: same symbols, another CRC.
 	local crc
-	crc=$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' "$drv/Module.symvers")
+	crc=$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' "$sims/Module.symvers")
 	awk -F '\t' -v c="$(printf '0x%08x' $((crc ^ 0x5a5a)))" 'BEGIN { OFS = FS } $2 == "nvidia_p2p_get_pages" { $1 = c } 1' \
-		"$drv/Module.symvers" >"$ROOT/tmp/stale.symvers"
+		"$sims/Module.symvers" >"$ROOT/tmp/stale.symvers"
 	step "a build against a stale driver Module.symvers (for the guest's refusal)"
 	if inlog modversions-stale-build "rm -rf /tmp/stale-src && cp -a /build/src /tmp/stale-src && cd /tmp/stale-src &&
-		make KDIR=/usr/src/linux-headers-$dkrel NVPM_EXTRA_SYMBOLS='/tmp/stale.symvers /usr/src/ofa_kernel/x86_64/$dkrel/Module.symvers' module"; then
+		make KDIR=/usr/src/linux-headers-$dkrel NVPM_EXTRA_SYMBOLS='/tmp/stale.symvers' module"; then
 		cp "$ROOT/tmp/stale-src/nvidia_peermem.ko" "$mv/stale-crc.ko" && ok modversions-stale-build
 	else bad modversions-stale-build "see $LOGS/modversions-stale-build.log"; fi
 
@@ -940,7 +955,7 @@ modversions_dkms() {
 
 	# Gone again, as a kernel's removal leaves it: the purge below checks the rest.
 	if inlog modversions-remove "dkms remove nvidia-peer-memory/$V -k $dkrel && dpkg --purge linux-headers-$dkrel &&
-		rm -rf /lib/modules/$dkrel /var/lib/dkms/nvidia /usr/src/ofa_kernel /tmp/stale-src /build/linux-headers-$dkrel.deb"; then
+		rm -rf /lib/modules/$dkrel /tmp/stale-src /build/linux-headers-$dkrel.deb"; then
 		ok modversions-remove; else bad modversions-remove "see $LOGS/modversions-remove.log"; fi
 }
 modversions_dkms
