@@ -3,10 +3,10 @@
 #
 # dkms-rebuild: rebuilds nvidia_peermem with DKMS, for each kernel DKMS has
 # it for, when what its build reads from the GPU driver or the RDMA stack
-# changed: nv-p2p.h and peer_mem.h under /usr/src, OFED's Module.symvers,
-# the nvidia and ib_core modules of that kernel. The packages' triggers run
-# it on NVIDIA driver and OFED upgrades (kernel upgrades are DKMS's own
-# autoinstall). Installed as /usr/lib/nvidia-peer-memory/dkms-rebuild.
+# changed: nv-p2p.h and peer_mem.h under /usr/src, and the modules of that
+# kernel that export the driver's and the RDMA core's symbols. The
+# packages' triggers run it on NVIDIA driver and OFED upgrades (kernel
+# upgrades are DKMS's own autoinstall). Installed as /usr/lib/nvidia-peer-memory/dkms-rebuild.
 #
 #   dkms-rebuild            rebuild where the inputs changed
 #   dkms-rebuild --force    rebuild for every kernel
@@ -22,18 +22,16 @@ mode=${1:-changed}
 
 say() { echo "nvidia-peer-memory: $*"; }
 
-inputs() { # $1 = kernel
+inputs() { # $1 = kernel, $2 = our version
 	arch=$(uname -m)
 	for f in /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h \
 		/usr/src/ofa_kernel/"$arch"/"$1"/include/rdma/peer_mem.h /usr/src/ofa_kernel/"$1"/include/rdma/peer_mem.h \
-		/usr/src/ofa_kernel/default/include/rdma/peer_mem.h /usr/src/ofa_kernel/"$arch"/"$1"/Module.symvers \
-		/usr/src/ofa_kernel/"$1"/Module.symvers /usr/src/ofa_kernel/default/Module.symvers; do
+		/usr/src/ofa_kernel/default/include/rdma/peer_mem.h; do
 		[ -f "$f" ] && sha256sum "$f"
 	done
-	for m in nvidia ib_core; do
-		echo "$m $(modinfo -k "$1" -F filename "$m" 2>/dev/null) $(modinfo -k "$1" -F version "$m" 2>/dev/null)" \
-			"$(modinfo -k "$1" -F srcversion "$m" 2>/dev/null)"
-	done
+	# The driver and RDMA core modules the build takes the CRCs from, as
+	# modprobe finds them for that kernel (whatever installed them).
+	sh /usr/src/"$NAME-$2"/scripts/find-symvers.sh --sources "$1" 2>/dev/null | while read -r f; do sha256sum "$f"; done
 }
 
 command -v dkms >/dev/null 2>&1 || exit 0
@@ -41,7 +39,7 @@ mkdir -p "$STATE"
 # "nvidia-peer-memory/1.0.0, 7.3.4+deb13-amd64, x86_64: installed"
 dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]*: installed.*|\1 \2|p' |
 	while read -r ver kernel; do
-		now=$(inputs "$kernel" | sha256sum | cut -c1-64)
+		now=$(inputs "$kernel" "$ver" | sha256sum | cut -c1-64)
 		was=$(cat "$STATE/$kernel" 2>/dev/null)
 		case $mode in
 		--record) echo "$now" >"$STATE/$kernel"; continue ;;

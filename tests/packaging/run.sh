@@ -284,6 +284,28 @@ insh rpm-contents "ls rpmtop/RPMS/*/ ; rpm -qpl rpmtop/RPMS/*/nvidia_peer_memory
 	rpm -qp --triggers $RPM_DKMS | grep -q nvidia-kmod-common && rpm -qp --triggers $RPM_DKMS | grep -q mlnx-ofa_kernel
 	rpm -qp --scripts $RPM_DKMS | grep -q 'dkms remove'
 	grep -q '^/usr/share/man/man1/nvidia-peermem-doctor.1' /tmp/m && rpm -qp --requires rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | grep -q '^libc.so.6'"
+# The dkms RPM's triggers name every package of MOFED's rpm packaging that
+# installs its modules or sources (read from its pinned spec), and NVIDIA's
+# rpm names (NVIDIA/yum-packaging-precompiled-kmod's DISTROS.md, the
+# DKMS flavours of NVIDIA/yum-packaging-nvidia-driver).
+rpm_triggers_names() {
+	local tarball spec names rc=0 missing=
+	tarball=$(tests/neighbours/ofed-src.sh 25.10.1.7.1.1) || rc=$?
+	if [ "$rc" = 2 ]; then echo "  $tarball (packaging/rpm-triggers-ofed-names)"; return; fi
+	[ "$rc" = 0 ] || { bad rpm-triggers-ofed-names "$tarball"; return; }
+	spec=$RUN/mlnx-ofa_kernel.spec
+	if ! tar -xzOf "$tarball" --wildcards '*/mlnx-ofa_kernel.spec' >"$spec" || ! names=$(tests/neighbours/ofed-rpm-names.sh "$spec"); then
+		bad rpm-triggers-ofed-names "cannot read the names from $tarball's spec"
+		return
+	fi
+	inr rpm -qp --triggers "/build/$RPM_DKMS" >"$RUN/triggers" 2>&1
+	for n in $names kmod-nvidia-open-dkms kmod-nvidia-latest-dkms nvidia-kmod-common kmod-nvidia-open nvidia-open-kmod; do
+		grep -Eq "(-- |, )$n(,|\$)" "$RUN/triggers" || missing+=" $n"
+	done
+	if [ -z "$missing" ] && [ "$(wc -w <<<"$names")" -ge 5 ]; then ok rpm-triggers-ofed-names; else
+		bad rpm-triggers-ofed-names "not in the triggers:${missing:- (only $(wc -w <<<"$names") names read)}: $(cat "$RUN/triggers")"; fi
+}
+rpm_triggers_names
 # The RPM's doctor, unpacked: it runs and reports this version.
 insh rpm-doctor-runs "rm -rf /tmp/rpmx && mkdir /tmp/rpmx && rpm2cpio rpmtop/RPMS/*/nvidia_peer_memory-$V-1.*.rpm | (cd /tmp/rpmx && cpio -idm --quiet)
 	test \"\$(/tmp/rpmx/usr/bin/nvidia-peermem-doctor --version)\" = 'nvidia-peermem-doctor $V'
