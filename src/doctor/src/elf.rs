@@ -4,8 +4,8 @@
 //! strings) and the symbol CRCs it was linked against (`__versions`, or
 //! `__version_ext_crcs` with `__version_ext_names` under
 //! `CONFIG_EXTENDED_MODVERSIONS`), read from the ELF64 little-endian
-//! relocatable object the kernel loads; and `Module.symvers`, the CRCs a
-//! module tree exports.
+//! relocatable object the kernel loads; the CRCs a module exports (its
+//! `__crc_*` symbols); and `Module.symvers`, the CRCs a module tree exports.
 
 use std::collections::BTreeMap;
 
@@ -104,6 +104,47 @@ impl<'a> Sections<'a> {
     pub fn get(&self, name: &str) -> Option<&'a [u8]> {
         self.list.iter().find(|(n, _)| n == name).map(|(_, d)| *d)
     }
+
+    /// The contents of the section with header index `i`.
+    fn at(&self, i: usize) -> Option<&'a [u8]> {
+        self.list.get(i).map(|(_, d)| *d)
+    }
+}
+
+/// Bytes of one `Elf64_Sym`.
+const SYM: usize = 24;
+/// `SHN_ABS`: a symbol whose value is absolute.
+const SHN_ABS: u16 = 0xfff1;
+
+/// The CRCs a module exports, by symbol: its `__crc_<symbol>` symbols. Before
+/// Linux 5.19 each is absolute, its value the CRC; since, each points at the
+/// CRC, a 32-bit word in `__kcrctab` or `__kcrctab_gpl`
+/// (`include/linux/export-internal.h`, `SYMBOL_CRC`). Empty without MODVERSIONS.
+pub fn exports(s: &Sections<'_>) -> Result<BTreeMap<String, u32>, ElfError> {
+    let mut out = BTreeMap::new();
+    let (Some(symtab), Some(strtab)) = (s.get(".symtab"), s.get(".strtab")) else {
+        return Ok(out);
+    };
+    for sym in symtab.chunks_exact(SYM) {
+        let name = cstr(strtab, usize_of(u64::from(u32_at(sym, 0)?))?);
+        let Some(exported) = name.strip_prefix("__crc_") else {
+            continue;
+        };
+        let (shndx, value) = (u16_at(sym, 6)?, u64_at(sym, 8)?);
+        let crc = if shndx == SHN_ABS {
+            // CAST: the CRC is the low 32 bits of the absolute value.
+            value as u32
+        } else {
+            let table = s.at(usize::from(shndx)).ok_or_else(|| {
+                bad(format!(
+                    "{name} is in section {shndx}, which does not exist"
+                ))
+            })?;
+            u32_at(table, usize_of(value)?)?
+        };
+        out.insert(exported.to_string(), crc);
+    }
+    Ok(out)
 }
 
 /// The NUL-terminated string at `off`.
@@ -250,6 +291,34 @@ pub fn build(sections: &[(&str, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
+/// The sections that export `entries` with their CRCs, for [`build`]: a
+/// `__kcrctab` and the `__crc_*` symbols pointing into it (`.symtab`,
+/// `.strtab`), as Linux 5.19 on lays them out. `index` is the header index
+/// `__kcrctab` will have: the number of sections before it, plus one.
+pub fn exports_sections(entries: &[(&str, u32)], index: u16) -> Vec<(&'static str, Vec<u8>)> {
+    let mut kcrctab = Vec::new();
+    let mut strtab = vec![0u8];
+    let mut symtab = vec![0u8; SYM];
+    for (name, crc) in entries {
+        let mut sym = [0u8; SYM];
+        // CAST: fixture tables are far below 4 GiB.
+        sym[..4].copy_from_slice(&(strtab.len() as u32).to_le_bytes());
+        sym[4] = 0x11; // STB_GLOBAL, STT_OBJECT
+        sym[6..8].copy_from_slice(&index.to_le_bytes());
+        sym[8..16].copy_from_slice(&(kcrctab.len() as u64).to_le_bytes());
+        sym[16..24].copy_from_slice(&4u64.to_le_bytes());
+        symtab.extend_from_slice(&sym);
+        strtab.extend_from_slice(format!("__crc_{name}").as_bytes());
+        strtab.push(0);
+        kcrctab.extend_from_slice(&crc.to_le_bytes());
+    }
+    vec![
+        ("__kcrctab", kcrctab),
+        (".strtab", strtab),
+        (".symtab", symtab),
+    ]
+}
+
 /// A `__versions` table for [`build`].
 pub fn versions_table(entries: &[(&str, u32)]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -286,6 +355,47 @@ mod tests {
         let v = versions(&s).expect("versions");
         assert_eq!(v.get("nvidia_p2p_get_pages"), Some(&0x1234_5678));
         assert_eq!(v.len(), 2);
+    }
+
+    #[test]
+    fn exported_crcs() {
+        let mut sections = vec![(".modinfo", b"name=nvidia\0".to_vec())];
+        sections.extend(exports_sections(
+            &[
+                ("nvidia_p2p_get_pages", 0x1a2b_3c4d),
+                ("nvidia_p2p_put_pages", 7),
+            ],
+            2,
+        ));
+        let ko = build(&sections);
+        let s = Sections::parse(&ko).expect("parse");
+        let e = exports(&s).expect("exports");
+        assert_eq!(e.get("nvidia_p2p_get_pages"), Some(&0x1a2b_3c4d));
+        assert_eq!(e.get("nvidia_p2p_put_pages"), Some(&7));
+        assert_eq!(e.len(), 2);
+    }
+
+    #[test]
+    fn exported_crcs_absolute() {
+        let mut strtab = b"\0__crc_ib_register_peer_memory_client\0".to_vec();
+        strtab.extend_from_slice(b"ib_core\0");
+        let mut sym = vec![0u8; SYM * 2];
+        sym[SYM..SYM + 4].copy_from_slice(&1u32.to_le_bytes());
+        sym[SYM + 6..SYM + 8].copy_from_slice(&SHN_ABS.to_le_bytes());
+        sym[SYM + 8..SYM + 16].copy_from_slice(&0x4d5e_6f70u64.to_le_bytes());
+        let ko = build(&[(".strtab", strtab), (".symtab", sym)]);
+        let s = Sections::parse(&ko).expect("parse");
+        let e = exports(&s).expect("exports");
+        assert_eq!(e.get("ib_register_peer_memory_client"), Some(&0x4d5e_6f70));
+    }
+
+    #[test]
+    fn exported_crc_outside_its_section() {
+        let mut sections = exports_sections(&[("x", 1)], 1);
+        sections[0].1.clear();
+        let ko = build(&sections);
+        let s = Sections::parse(&ko).expect("parse");
+        assert!(exports(&s).is_err());
     }
 
     #[test]

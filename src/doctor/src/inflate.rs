@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
-//! gzip decoding for `/proc/config.gz` and `.ko.gz` modules, through
-//! flate2 with its pure-Rust backend (miniz_oxide): no C library to link,
-//! no `zcat` to run. This module keeps the doctor's own limits and errors
-//! around it: output beyond [`MAX_OUTPUT`] is refused, and what is wrong
-//! with the data is said in words, "truncated" first where it is cut short.
+//! Decompression for `/proc/config.gz` and compressed modules (`.ko.gz`,
+//! `.ko.xz` as Debian's DKMS and kernels install them, `.ko.zst`), through
+//! pure-Rust decoders (flate2 with miniz_oxide, lzma-rs, ruzstd): no C
+//! library to link, no `zcat` to run. This module keeps the doctor's own
+//! limits and errors around them: output beyond [`MAX_OUTPUT`] is refused,
+//! and what is wrong with the data is said in words, "truncated" first
+//! where it is cut short (gzip).
 
 use std::io::{ErrorKind, Read};
 
@@ -54,9 +56,116 @@ fn gunzip_limited(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
+/// Refuses output beyond `limit`: one byte past it tells a stream that ends
+/// there from a longer one.
+fn within(out: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
+    if out.len() > limit {
+        return Err(format!("larger than {} MiB", limit >> 20));
+    }
+    Ok(out)
+}
+
+/// Decompresses an xz file (lzma-rs checks its CRC).
+pub fn unxz(data: &[u8]) -> Result<Vec<u8>, Error> {
+    /// A `Write` that stops one byte past the limit.
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() > MAX_OUTPUT {
+                return Err(std::io::Error::other("output limit"));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Capped(Vec::new());
+    lzma_rs::xz_decompress(&mut &data[..], &mut out).map_err(|e| {
+        if out.0.len() > MAX_OUTPUT {
+            format!("larger than {} MiB", MAX_OUTPUT >> 20)
+        } else {
+            format!("not a whole xz file: {e}")
+        }
+    })?;
+    within(out.0, MAX_OUTPUT)
+}
+
+/// Decompresses a zstd file.
+pub fn unzstd(data: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut decoder =
+        ruzstd::StreamingDecoder::new(data).map_err(|e| format!("not a zstd file: {e}"))?;
+    let mut out = Vec::new();
+    let take = u64::try_from(MAX_OUTPUT).map_or(u64::MAX, |n| n.saturating_add(1));
+    (&mut decoder)
+        .take(take)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("not a whole zstd file: {e}"))?;
+    within(out, MAX_OUTPUT)
+}
+
+/// A module file's ELF bytes, by its name: `.ko` as it is, `.ko.gz`,
+/// `.ko.xz` and `.ko.zst` decompressed.
+pub fn module(path: &str, data: Vec<u8>) -> Result<Vec<u8>, Error> {
+    match path.rsplit_once(".ko") {
+        Some((_, "")) => Ok(data),
+        Some((_, ".gz")) => gunzip(&data),
+        Some((_, ".xz")) => unxz(&data),
+        Some((_, ".zst")) => unzstd(&data),
+        _ => Err(format!("{path}: not a module file name")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `CONFIG_RUST=y\n`, `xz` with its default CRC-64 check.
+    const XZ: [u8; 72] = [
+        0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x04, 0xe6, 0xd6, 0xb4, 0x46, 0x02, 0x00, 0x21,
+        0x01, 0x16, 0x00, 0x00, 0x00, 0x74, 0x2f, 0xe5, 0xa3, 0x01, 0x00, 0x0d, 0x43, 0x4f, 0x4e,
+        0x46, 0x49, 0x47, 0x5f, 0x52, 0x55, 0x53, 0x54, 0x3d, 0x79, 0x0a, 0x00, 0x00, 0x00, 0x3e,
+        0xad, 0x33, 0x5e, 0x16, 0x6b, 0x12, 0x16, 0x00, 0x01, 0x26, 0x0e, 0x08, 0x1b, 0xe0, 0x04,
+        0x1f, 0xb6, 0xf3, 0x7d, 0x01, 0x00, 0x00, 0x00, 0x00, 0x04, 0x59, 0x5a,
+    ];
+
+    /// `CONFIG_RUST=y\n`, `zstd` at its default level.
+    const ZST: [u8; 27] = [
+        0x28, 0xb5, 0x2f, 0xfd, 0x24, 0x0e, 0x71, 0x00, 0x00, 0x43, 0x4f, 0x4e, 0x46, 0x49, 0x47,
+        0x5f, 0x52, 0x55, 0x53, 0x54, 0x3d, 0x79, 0x0a, 0x94, 0x39, 0xfd, 0xbc,
+    ];
+
+    #[test]
+    fn xz_and_zstd() {
+        assert_eq!(unxz(&XZ).as_deref(), Ok(&b"CONFIG_RUST=y\n"[..]));
+        assert_eq!(unzstd(&ZST).as_deref(), Ok(&b"CONFIG_RUST=y\n"[..]));
+        assert_eq!(
+            module("a/b.ko.xz", XZ.to_vec()).as_deref(),
+            Ok(&b"CONFIG_RUST=y\n"[..])
+        );
+        assert_eq!(
+            module("b.ko.zst", ZST.to_vec()).as_deref(),
+            Ok(&b"CONFIG_RUST=y\n"[..])
+        );
+        assert_eq!(module("b.ko", b"x".to_vec()).as_deref(), Ok(&b"x"[..]));
+        assert!(module("b.ko.bz2", b"x".to_vec()).is_err());
+    }
+
+    /// Cut or damaged files are errors, never a panic.
+    #[test]
+    fn xz_and_zstd_damaged() {
+        for cut in 0..XZ.len() {
+            assert!(unxz(&XZ[..cut]).is_err(), "xz cut at {cut}");
+        }
+        for cut in 0..ZST.len() - 4 {
+            assert!(unzstd(&ZST[..cut]).is_err(), "zstd cut at {cut}");
+        }
+        let mut bad = XZ;
+        bad[30] ^= 0xff;
+        assert!(unxz(&bad).is_err());
+        assert!(unzstd(&FIXED).is_err() && unxz(&FIXED).is_err());
+    }
 
     /// `hello, hello, hello\n`, one fixed-Huffman block (gzip -9).
     const FIXED: [u8; 30] = [

@@ -256,6 +256,20 @@ pub fn modprobe_target(root: &Root, release: &str, name: &str) -> Option<String>
         })
 }
 
+/// The module that exports `symbol` for `release`, as depmod indexed it:
+/// `alias symbol:<symbol> <module>` in modules.symbols.
+pub fn symbol_provider(root: &Root, release: &str, symbol: &str) -> Option<String> {
+    let want = format!("symbol:{symbol}");
+    root.read_text(&format!("{}/modules.symbols", modules_dir(release)))?
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("alias") && w.next() == Some(want.as_str()))
+                .then(|| w.next().map(str::to_string))
+                .flatten()
+        })
+}
+
 /// modprobe.d directories, the ones overriding same-named files first (modprobe.d(5)).
 pub const MODPROBE_DIRS: [&str; 5] = [
     "/etc/modprobe.d",

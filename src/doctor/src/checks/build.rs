@@ -2,15 +2,16 @@
 
 //! `module.build`: stale and skewed builds. The loaded module against its
 //! file on disk (`srcversion`), the file's symbol CRCs (`__versions`)
-//! against the `Module.symvers` of the driver and the RDMA core installed
-//! now, and the loaded driver against the one on disk.
+//! against those the driver's and the RDMA core's modules installed now
+//! export (as modprobe finds them, read from their files), and the loaded
+//! driver against the one on disk.
 
 use std::collections::BTreeMap;
 
 use super::{list, Ctx, MODULE};
 use crate::elf::{self, Sections};
 use crate::inflate;
-use crate::kmod::{self, Origin, NV_P2P_PREFIX};
+use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::report::Check;
 
 /// What a module file says about itself.
@@ -20,28 +21,30 @@ pub(crate) struct KoFile {
     pub modinfo: BTreeMap<String, String>,
     /// `__versions`: empty without MODVERSIONS.
     pub crcs: BTreeMap<String, u32>,
+    /// The CRCs it exports (`__crc_*`): empty without MODVERSIONS.
+    pub exports: BTreeMap<String, u32>,
     /// Why the file could not be read as ELF, if so.
     pub problem: Option<String>,
 }
 
-/// Reads a module file (`.ko`, `.ko.gz`); compressed others are not read.
+/// Reads a module file (`.ko`, `.ko.gz`, `.ko.xz`, `.ko.zst`).
 pub(crate) fn read_ko(ctx: &Ctx<'_>, path: &str) -> Option<KoFile> {
     let bytes = ctx.root.read_bytes(path)?;
-    let bytes = if path.ends_with(".ko.gz") {
-        inflate::gunzip(&bytes).ok()?
-    } else if path.ends_with(".ko") {
-        bytes
-    } else {
-        return None;
-    };
     let mut ko = KoFile::default();
+    let bytes = match inflate::module(path, bytes) {
+        Ok(b) => b,
+        Err(e) => {
+            ko.problem = Some(e);
+            return Some(ko);
+        }
+    };
     match Sections::parse(&bytes) {
         Ok(s) => {
             ko.modinfo = elf::modinfo(s.get(".modinfo").unwrap_or(&[]))
                 .into_iter()
                 .collect();
-            match elf::versions(&s) {
-                Ok(v) => ko.crcs = v,
+            match elf::versions(&s).and_then(|v| Ok((v, elf::exports(&s)?))) {
+                Ok((v, e)) => (ko.crcs, ko.exports) = (v, e),
                 Err(e) => ko.problem = Some(e.0),
             }
         }
@@ -54,35 +57,84 @@ pub(crate) fn read_ko(ctx: &Ctx<'_>, path: &str) -> Option<KoFile> {
     Some(ko)
 }
 
-/// `Module.symvers` files that may hold the providers' CRCs for `release`:
-/// what DKMS's build used (make.log), OFED's, and the driver's DKMS build of `nv_version`.
-fn symvers_files(ctx: &Ctx<'_>, release: &str, nv_version: Option<&str>) -> Vec<String> {
-    let mut out = Vec::new();
-    const DKMS: &str = "/var/lib/dkms/nvidia-peer-memory";
-    const LINE: &str = "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ";
-    for version in ctx.root.list(DKMS).iter().rev() {
-        let dir = format!("{DKMS}/{version}/{release}");
-        for arch in ctx.root.list(&dir) {
-            if let Some(log) = ctx.root.read_text(&format!("{dir}/{arch}/log/make.log")) {
-                if let Some(files) = log.lines().rev().find_map(|l| l.strip_prefix(LINE)) {
-                    out.extend(files.split_whitespace().map(str::to_string));
-                }
-            }
+/// What nvidia_peermem imports from, each found by one symbol it exports.
+pub(crate) const EXPORTERS: [(&str, &str); 2] = [
+    ("the NVIDIA driver", "nvidia_p2p_get_pages"),
+    ("the RDMA core", PEER_REGISTER),
+];
+
+/// Where an admin names an exporter built outside any package (one line
+/// each: `driver PATH`, `rdma PATH`; `{kernel}` is the release), as the
+/// build reads it (scripts/find-symvers.sh).
+pub(crate) const EXPORTERS_CONF: &str = "/etc/nvidia-peer-memory/exporters.conf";
+
+/// The module file that exports `symbol` for `release` as the module's
+/// build finds it: a line of [`EXPORTERS_CONF`], else as modprobe finds
+/// it (modules.symbols, then modules.dep).
+pub(crate) fn exporter_file(ctx: &Ctx<'_>, release: &str, symbol: &str) -> Option<String> {
+    let key = if symbol == PEER_REGISTER {
+        "rdma"
+    } else {
+        "driver"
+    };
+    let named = ctx.root.read_text(EXPORTERS_CONF).and_then(|conf| {
+        conf.lines().find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(key))
+                .then(|| w.next().map(|p| p.replace("{kernel}", release)))
+                .flatten()
+        })
+    });
+    if named.is_some() {
+        return named;
+    }
+    let dir = kmod::modules_dir(release);
+    let name = kmod::symbol_provider(ctx.root, release, symbol)?;
+    kmod::modprobe_target(ctx.root, release, &name).map(|rel| format!("{dir}/{rel}"))
+}
+
+/// The CRCs the installed exporters export for our imports, by symbol, with
+/// the file each came from; and a line per exporter for the detail.
+fn installed_exports(
+    ctx: &Ctx<'_>,
+    release: &str,
+) -> (BTreeMap<String, (u32, String)>, Vec<String>) {
+    let mut exports = BTreeMap::new();
+    let mut detail = Vec::new();
+    for (whose, symbol) in EXPORTERS {
+        let Some(file) = exporter_file(ctx, release, symbol) else {
+            detail.push(format!(
+                "{whose}: no module installed for {release} exports {symbol}"
+            ));
+            continue;
+        };
+        let Some(ko) = read_ko(ctx, &file) else {
+            detail.push(format!("{whose}: {file} (exports {symbol}) cannot be read"));
+            continue;
+        };
+        let about = [ko.modinfo.get("name"), ko.modinfo.get("version")]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut line = format!("{whose}: {file}");
+        if !about.is_empty() {
+            line.push_str(&format!(" ({about})"));
+        }
+        if let Some(p) = &ko.problem {
+            line.push_str(&format!(": {p}"));
+        } else if ko.exports.is_empty() {
+            line.push_str(": no CRCs (built without MODVERSIONS)");
+        } else {
+            line.push_str(&format!(": {} CRCs", ko.exports.len()));
+        }
+        detail.push(line);
+        for (sym, crc) in ko.exports {
+            exports.entry(sym).or_insert((crc, file.clone()));
         }
     }
-    for arch in ctx.root.list("/usr/src/ofa_kernel") {
-        out.push(format!(
-            "/usr/src/ofa_kernel/{arch}/{release}/Module.symvers"
-        ));
-        out.push(format!("/usr/src/ofa_kernel/{arch}/Module.symvers"));
-    }
-    if let Some(v) = nv_version {
-        out.push(format!("/var/lib/dkms/nvidia/{v}/build/Module.symvers"));
-        out.push(format!("/usr/src/nvidia-{v}/Module.symvers"));
-    }
-    out.dedup();
-    out.retain(|f| ctx.root.exists(f));
-    out
+    (exports, detail)
 }
 
 /// The version in the modinfo of the driver's `nvidia.ko` on disk, and its path.
@@ -172,25 +224,11 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
         }
     }
 
-    // The file's CRCs against the providers installed now.
+    // The file's CRCs against the exporters installed now (what the kernel
+    // will load), not against what its build says it used.
     if let Some(ko) = ko.as_ref().filter(|k| !k.crcs.is_empty()) {
-        let files = symvers_files(ctx, release, nv_loaded.as_deref());
-        let mut exports = BTreeMap::new();
-        for f in &files {
-            if let Some(text) = ctx.root.read_text(f) {
-                for (sym, e) in elf::parse_symvers(&text).0 {
-                    exports.entry(sym).or_insert((e.crc, f.clone()));
-                }
-            }
-        }
-        detail.push(format!(
-            "Module.symvers read: {}",
-            if files.is_empty() {
-                "none found".to_string()
-            } else {
-                list(&files)
-            }
-        ));
+        let (exports, lines) = installed_exports(ctx, release);
+        detail.extend(lines);
         let stale: Vec<String> = ko
             .crcs
             .iter()
@@ -243,7 +281,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
         (None, false) => Check::ok(
             ID,
             if ko.as_ref().is_some_and(|k| !k.crcs.is_empty()) {
-                format!("the installed {MODULE}.ko matches the installed driver and RDMA core where their Module.symvers tell")
+                format!("the installed {MODULE}.ko carries the CRCs of the driver and RDMA core modules installed for {release}")
             } else {
                 format!("the installed {MODULE}.ko has no symbol CRCs to compare (no MODVERSIONS)")
             },

@@ -7,7 +7,7 @@
 //! enforces signatures, the module must be signed.
 
 use super::rust_mode::{self, Mode, RustMode, Why};
-use super::{list, Ctx, MODULE};
+use super::{build, list, Ctx, MODULE};
 use crate::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
 use crate::kconfig::KConfig;
 use crate::kmod::{modules_dir, Origin};
@@ -216,14 +216,44 @@ pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
     if modversions.is_none() || (ctx.ours.is_some() && !ctx.loaded_is_nvidias()) {
         return Check::ok(ID, summary).detail(detail);
     }
+    // With MODVERSIONS the build takes the CRCs of the driver's and the RDMA
+    // core's modules installed for the kernel (scripts/find-symvers.sh).
+    let release = ctx.release.as_deref().unwrap_or("<release>");
+    let mut missing = Vec::new();
+    for (whose, symbol) in build::EXPORTERS {
+        match ctx
+            .release
+            .as_deref()
+            .and_then(|r| build::exporter_file(ctx, r, symbol))
+        {
+            Some(file) => detail.push(format!("MODVERSIONS: the CRCs of {whose} from {file}")),
+            None => missing.push(format!("{whose}'s {symbol}")),
+        }
+    }
+    if missing.is_empty() {
+        return Check::ok(ID, format!("{summary}; MODVERSIONS: the build takes the CRCs of the driver's and the RDMA core's modules installed for {release}")).detail(detail);
+    }
     Check::warn(
         ID,
-        format!("{summary}; with MODVERSIONS the build needs the real Module.symvers of the NVIDIA driver and of OFED"),
         format!(
-            "build with `make KDIR=/lib/modules/{}/build NVPM_EXTRA_SYMBOLS=\"<the NVIDIA driver's Module.symvers> \
-             <OFED's, e.g. /usr/src/ofa_kernel/x86_64/<release>/Module.symvers>\"`; without them the build stops \
-             (the kernel would refuse the module: \"disagrees about version of symbol\"), DKMS's build too",
-            ctx.release.as_deref().unwrap_or("<release>")
+            "{summary}; with MODVERSIONS the build reads the CRCs of the modules it imports from, installed for \
+             {release}: no module exports {}, so the build stops (the kernel would refuse the module: \
+             \"disagrees about version of symbol\")",
+            list(&missing)
+        ),
+        format!(
+            "install {}for {release} first (the build reads their CRCs); a driver built outside any package: name its \
+             module in {}",
+            missing
+                .iter()
+                .map(|m| if m.starts_with("the NVIDIA") {
+                    "the NVIDIA driver's kernel modules (Debian: nvidia-kernel-dkms or nvidia-open-kernel-dkms) "
+                } else {
+                    "DOCA-OFED's or MLNX_OFED's kernel modules (mlnx-ofed-kernel-dkms, mlnx-ofa_kernel-dkms) "
+                })
+                .collect::<Vec<_>>()
+                .join("and "),
+            build::EXPORTERS_CONF
         ),
     )
     .detail(detail)

@@ -2,9 +2,9 @@
 
 //! The module itself: loaded, its parameters, its statistics.
 
-use super::{kernel, list, Ctx, MODULE};
+use super::{build, kernel, list, Ctx, MODULE};
 use crate::klog;
-use crate::kmod::{Origin, NV_P2P_PREFIX, PEER_REGISTER};
+use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::report::{Check, Stat};
 
 /// The module's statistics in debugfs: one `name value` pair per line.
@@ -92,9 +92,35 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
     Check::ok(ID, format!("{MODULE}{version} is loaded")).detail(detail)
 }
 
+/// The GPU Operator's driver container mounts the driver's root here, and
+/// the network operator MOFED's (NVIDIA/gpu-operator, gpu-driver-container).
+const OPERATOR_DRIVER_ROOT: &str = "/run/nvidia/driver";
+const OPERATOR_MOFED_ROOT: &str = "/run/mellanox/drivers";
+
+/// The peermem file `modprobe nvidia-peermem` loads for `release`: the
+/// first install rule (files in name order, as modprobe reads them) that
+/// loads a peermem module, else the modules.dep entry of the name.
+fn modprobe_loads(ctx: &Ctx<'_>, release: &str) -> Option<kmod::ModFile> {
+    let mut rules = kmod::modprobe_rules(ctx.root, MODULE);
+    rules.sort_by(|a, b| a.file.rsplit('/').next().cmp(&b.file.rsplit('/').next()));
+    let name = rules
+        .iter()
+        .find_map(|r| match &r.kind {
+            kmod::RuleKind::Install { loads, .. } => {
+                loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| MODULE.to_string());
+    let rel = kmod::modprobe_target(ctx.root, release, &name)?;
+    ctx.files.iter().find(|f| f.rel == rel).cloned()
+}
+
 /// `module.loaded` when the kernel's log says it refused the module for a
-/// symbol's CRC (`CONFIG_MODVERSIONS`): it was built against the
-/// `Module.symvers` of another build of the driver or of the RDMA core.
+/// symbol's CRC (`CONFIG_MODVERSIONS`): the module modprobe loads was built
+/// against another build of the driver or of the RDMA core than the one
+/// loaded. That module may be NVIDIA's own nvidia_peermem (Debian's
+/// install rule, the GPU Operator's driver container).
 fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
     const ID: &str = "module.loaded";
     let sym = klog::crc_refusal(&klog::read(ctx.root), MODULE)?;
@@ -109,11 +135,75 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
         format!("kernel log: {MODULE}: disagrees about version of symbol {sym}"),
         installed.to_string(),
     ];
-    if let Some(files) = ctx
-        .release
-        .as_deref()
-        .and_then(|r| dkms_crc_sources(ctx, r))
-    {
+    let release = ctx.release.as_deref();
+    let loads = release.and_then(|r| modprobe_loads(ctx, r));
+    if let (Some(r), Some(f)) = (release, &loads) {
+        detail.push(format!(
+            "modprobe {MODULE} loads /lib/modules/{r}/{} ({}, by {})",
+            f.rel,
+            f.origin.as_str(),
+            f.by
+        ));
+    }
+    if let Some(r) = release {
+        if let Some(file) = build::exporter_file(
+            ctx,
+            r,
+            if whose == "the NVIDIA driver" {
+                "nvidia_p2p_get_pages"
+            } else {
+                PEER_REGISTER
+            },
+        ) {
+            detail.push(format!("{whose}'s module installed for {r}: {file}"));
+        }
+    }
+    let operator = ctx.root.exists(OPERATOR_DRIVER_ROOT);
+    if loads.as_ref().is_some_and(|f| f.origin == Origin::Nvidia) {
+        let fix = if operator {
+            let upgrade = if ctx.root.exists(OPERATOR_MOFED_ROOT) && whose != "the NVIDIA driver" {
+                format!("a network-operator upgrade (its MOFED in {OPERATOR_MOFED_ROOT})")
+            } else {
+                format!("an upgrade of {whose}")
+            };
+            format!(
+                "the GPU Operator's driver container built NVIDIA's {MODULE} once and reuses it ({OPERATOR_DRIVER_ROOT}); \
+                 after {upgrade} it carries the old CRCs: delete the driver pod on this node so that it rebuilds \
+                 (`kubectl delete pod -n gpu-operator -l app=nvidia-driver-daemonset \
+                 --field-selector spec.nodeName=$(hostname)`)"
+            )
+        } else {
+            // The driver's DKMS module (Debian: nvidia-current), if DKMS has one.
+            let dkms = ctx
+                .root
+                .list("/var/lib/dkms")
+                .into_iter()
+                .filter(|m| m.starts_with("nvidia") && m != "nvidia-peer-memory")
+                .find_map(|m| {
+                    ctx.root
+                        .list(&format!("/var/lib/dkms/{m}"))
+                        .pop()
+                        .map(|v| format!("{m}/{v}"))
+                })
+                .unwrap_or_else(|| "<name>/<version>".to_string());
+            format!(
+                "it is NVIDIA's {MODULE}, built by the driver's package: rebuild the driver's modules for this kernel \
+                 (DKMS: `dkms install --force {dkms} -k $(uname -r)`), or load this package's instead (install \
+                 nvidia-peer-memory-dkms: its 00-nvidia-peer-memory.conf wins over the driver's install rule)"
+            )
+        };
+        return Some(
+            Check::fail(
+                ID,
+                format!(
+                    "NVIDIA's {MODULE} is not loaded: the kernel refused it, its CRC of {sym} is not the one {whose} loaded now exports"
+                ),
+                fix,
+            )
+            .detail(detail),
+        );
+    }
+    if let Some(files) = release.and_then(|r| dkms_crc_sources(ctx, r)) {
         detail.push(format!("its DKMS build took the CRCs from {files}"));
     }
     Some(
@@ -123,17 +213,18 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
                 "{MODULE} is not loaded: the kernel refused it, its CRC of {sym} is not the one {whose} loaded now exports"
             ),
             format!(
-                "it was built against the Module.symvers of another build of {whose}; rebuild it against the installed \
-                 one: /usr/lib/nvidia-peer-memory/dkms-rebuild --force (DKMS), or by hand `make KDIR=... \
-                 NVPM_EXTRA_SYMBOLS=\"<the driver's Module.symvers> <OFED's Module.symvers>\"`"
+                "it was built against another build of {whose} than the loaded one; rebuild it against the installed \
+                 one: /usr/lib/nvidia-peer-memory/dkms-rebuild --force (DKMS; the build reads the CRCs from the modules \
+                 installed for the kernel), then reload {whose} if the installed one is newer than the loaded one"
             ),
         )
         .detail(detail),
     )
 }
 
-/// The `Module.symvers` files DKMS's latest build of the module for `release`
-/// took its CRCs from (the Makefile's "CRCs from" line in make.log).
+/// The files DKMS's latest build of the module for `release` took its CRCs
+/// from (the Makefile's "CRCs from" line in make.log): what the build said,
+/// shown beside what is installed now.
 fn dkms_crc_sources(ctx: &Ctx<'_>, release: &str) -> Option<String> {
     const DKMS: &str = "/var/lib/dkms/nvidia-peer-memory";
     const LINE: &str = "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ";

@@ -275,13 +275,21 @@ impl Tree {
                 "dir" => {
                     self.nodes.insert(arg.to_string(), Node::Dir);
                 }
-                // A module file (ELF): `key=value` modinfo, `crc:SYMBOL=0xCRC` in `__versions`.
+                // A module file (ELF): `key=value` modinfo, `crc:SYMBOL=0xCRC` in
+                // `__versions`, `export:SYMBOL=0xCRC` exported with that CRC.
                 "ko" => {
                     let mut info = Vec::new();
                     let mut crcs = Vec::new();
+                    let mut exports = Vec::new();
                     for w in tail.split_whitespace() {
-                        match w.strip_prefix("crc:").and_then(|c| c.split_once('=')) {
-                            Some((sym, crc)) => crcs.push((
+                        let (list, entry) =
+                            match (w.strip_prefix("crc:"), w.strip_prefix("export:")) {
+                                (Some(c), _) => (&mut crcs, c.split_once('=')),
+                                (_, Some(e)) => (&mut exports, e.split_once('=')),
+                                _ => (&mut crcs, None),
+                            };
+                        match entry {
+                            Some((sym, crc)) => list.push((
                                 sym,
                                 int(crc)
                                     .and_then(|c| u32::try_from(c).ok())
@@ -295,7 +303,7 @@ impl Tree {
                                 return Err(err(
                                     file,
                                     n,
-                                    format!("ko: '{w}' is neither key=value nor crc:SYM=CRC"),
+                                    format!("ko: '{w}' is neither key=value nor crc:SYM=CRC nor export:SYM=CRC"),
                                 ))
                             }
                         }
@@ -304,10 +312,20 @@ impl Tree {
                     if !crcs.is_empty() {
                         sections.push(("__versions", peermem_doctor::elf::versions_table(&crcs)));
                     }
-                    self.nodes.insert(
-                        arg.to_string(),
-                        Node::File(peermem_doctor::elf::build(&sections)),
-                    );
+                    if !exports.is_empty() {
+                        // CAST: a handful of sections; the next is `__kcrctab`.
+                        let index = sections.len() as u16 + 1;
+                        sections.extend(peermem_doctor::elf::exports_sections(&exports, index));
+                    }
+                    let mut elf = peermem_doctor::elf::build(&sections);
+                    // `.ko.xz`: compressed, as Debian's kernels and DKMS install modules.
+                    if arg.ends_with(".ko.xz") {
+                        let mut xz = Vec::new();
+                        lzma_rs::xz_compress(&mut &elf[..], &mut xz)
+                            .map_err(|e| err(file, n, format!("xz: {e}")))?;
+                        elf = xz;
+                    }
+                    self.nodes.insert(arg.to_string(), Node::File(elf));
                 }
                 "hostbridge" => {
                     let numa = tail
