@@ -745,6 +745,15 @@ check_crcs_taken() {
 			[ -n \"\$want\" ] && [ \$((want)) = \$((got)) ] || { echo \"\$s: \$got in the module, \$want in tests/sim/Module.symvers\"; exit 1; }
 		done"
 }
+# real_tables NAME MODULES SYMVERS: find-symvers.sh reads the CRCs of a real
+# kernel's RDMA core modules as that kernel's build wrote them in its
+# Module.symvers (tests/neighbours/real-tables.sh).
+real_tables() {
+	local out
+	out=$(tests/neighbours/real-tables.sh "packaging/$1-crc-tables" "$2" "$3" 2>&1)
+	printf '%s\n' "$out" | sed 's/^/  /'
+	pass=$((pass + $(grep -c '^PASS ' <<<"$out"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$out")))
+}
 # In the trixie root, for the kernel of kernel-SERIES.env (its own namespace).
 kroot() { env -u NVPM_IN_NS NVPM_KERNEL_ENV="kernel-$1.env" scripts/in-chroot.sh "${@:2}"; }
 carried_dkms() {
@@ -753,8 +762,10 @@ carried_dkms() {
 		bad "$n-provision" "$(tail -n 15 "$LOGS/$n-provision.log")"
 		return
 	fi
-	# shellcheck source=/dev/null disable=SC2153 # KREL, CHROOT, KROOT, KDIR_HOST: the file's
-	read -r nrel debs kconfig <<<"$(. "$kenv" && echo "$KREL $CHROOT$KROOT/debs $KDIR_HOST/.config")"
+	local dmods
+	# shellcheck source=/dev/null disable=SC2153 # KREL, CHROOT, KROOT, KDIR_HOST, DEBIAN_MODULES: the file's
+	read -r nrel debs kconfig dmods <<<"$(. "$kenv" && echo "$KREL $CHROOT$KROOT/debs $KDIR_HOST/.config $DEBIAN_MODULES")"
+	real_tables "$n" "$dmods" "${kconfig%/.config}/Module.symvers"
 	step "Debian's $nrel (no Rust): the simulators for it, then dpkg -i linux-headers-$nrel -> DKMS builds in carried mode (3-5 minutes)"
 	if kroot "$series" sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' >"$LOGS/$n-sims.log" 2>&1; then
 		ok "$n-sims"
@@ -906,6 +917,7 @@ modversions_dkms() {
 	# shellcheck source=/dev/null disable=SC2153
 	read -r dkrel headers modules <<<"$(. "$env" && echo "$KREL $HEADERS $MODULES")"
 	check modversions-kernel-config grep -qx 'CONFIG_MODVERSIONS=y' "$headers/.config"
+	real_tables modversions "$modules" "$headers/Module.symvers"
 	if dk run sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' \
 		>"$LOGS/modversions-sims.log" 2>&1; then ok modversions-sims; else
 		bad modversions-sims "see $LOGS/modversions-sims.log"
