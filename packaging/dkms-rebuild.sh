@@ -73,4 +73,25 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 		fi
 		rm -rf "$trial" "$trial.out"
 	done
+
+# Kernels DKMS skipped because the modules the build imports from were not
+# installed for them yet (a CONFIG_MODVERSIONS kernel, dkms.conf): build
+# them once they are (the driver's or OFED's package arrived after ours).
+[ "$mode" = --record ] && exit 0
+dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,:]*\).*|\1|p' | sort -u |
+	while read -r ver; do
+		for cfg in /lib/modules/*/build/.config; do
+			kernel=${cfg#/lib/modules/}
+			kernel=${kernel%%/*}
+			grep -qx 'CONFIG_MODVERSIONS=y' "$cfg" 2>/dev/null || continue
+			dkms status -m "$NAME" -v "$ver" -k "$kernel" 2>/dev/null | grep -q ': installed' && continue
+			sh "/usr/src/$NAME-$ver/scripts/find-symvers.sh" --sources "$kernel" >/dev/null 2>&1 || continue
+			say "building $NAME $ver for $kernel (the modules it imports from are installed now)"
+			if dkms install -m "$NAME" -v "$ver" -k "$kernel" >"${STATE%/*}/build-$kernel.log" 2>&1; then
+				inputs "$kernel" "$ver" | sha256sum | cut -c1-64 >"$STATE/$kernel"
+			else
+				say "warning: nvidia_peermem does not build for $kernel (log: ${STATE%/*}/build-$kernel.log)" >&2
+			fi
+		done
+	done
 exit 0

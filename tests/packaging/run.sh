@@ -938,21 +938,29 @@ modversions_dkms() {
 	inlog modversions-headers-deb "dpkg-deb -Zgzip -z1 --root-owner-group -b /tmp/lh /build/linux-headers-$dkrel.deb && rm -rf /tmp/lh" ||
 		{ bad modversions-headers-deb "see $LOGS/modversions-headers-deb.log"; return; }
 
-	# Neither exporter installed yet: DKMS's build stops, naming both and the fix.
+	# Neither exporter installed yet: DKMS skips the kernel (dkms.conf), the
+	# headers' installation succeeds, and the reason is printed.
 	step "new MODVERSIONS kernel: dpkg -i linux-headers-$dkrel before the driver's and OFED's modules"
-	inlog_progress modversions-no-exporters "dpkg -i linux-headers-$dkrel.deb" || :
-	local mlog=/var/lib/dkms/nvidia-peer-memory/$V/build/make.log
+	if inlog_progress modversions-no-exporters "dpkg -i linux-headers-$dkrel.deb"; then ok modversions-no-exporters-installs; else
+		bad modversions-no-exporters-installs "see $LOGS/modversions-no-exporters.log"; fi
+	local mlog=/var/lib/dkms/nvidia-peer-memory/$V/build/make.log nlog=$LOGS/modversions-no-exporters.log
 	insh modversions-no-exporters-not-installed "! dkms status -m nvidia-peer-memory -k $dkrel | grep -q installed"
-	insh modversions-no-exporters-says-why "grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $dkrel exports it; install\" $mlog &&
-		grep -q \"the RDMA core's (ib_register_peer_memory_client): no module of $dkrel exports it\" $mlog &&
-		grep -q 'mlnx-ofed-kernel-dkms' $mlog"
-	# It stops there, before compiling anything (it once went on to modpost's "undefined!").
-	insh modversions-no-exporters-stops-first "! grep -Eq '^ +(RUSTC|CC|MODPOST) ' $mlog && ! grep -q 'undefined!' $mlog"
+	check modversions-no-exporters-says-why sh -c "grep -q \"nvidia-peer-memory: not built for $dkrel yet, it is built when the modules it imports from are installed\" '$nlog' &&
+		grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $dkrel exports it; install\" '$nlog' &&
+		grep -q \"the RDMA core's (ib_register_peer_memory_client): no module of $dkrel exports it\" '$nlog' &&
+		grep -q 'mlnx-ofed-kernel-dkms' '$nlog'"
+	check modversions-no-exporters-skipped grep -q "Autoinstall on $dkrel was skipped for module(s) nvidia-peer-memory" "$nlog"
+	# Skipped before compiling anything (it once went on to modpost's "undefined!").
+	insh modversions-no-exporters-stops-first "! grep -qs '$dkrel' $mlog"
 
+	# The driver's and OFED's modules arrive; their packages' trigger runs
+	# dkms-rebuild, which builds for the kernel DKMS skipped.
 	install_exporters "$dkrel" || return
-	step "DKMS builds nvidia_peermem for $dkrel with the real CRCs (dkms autoinstall, as the next kernel hook would)"
-	if inlog_progress modversions-dkms "dkms autoinstall -k $dkrel"; then ok modversions-dkms; else
-		bad modversions-dkms "$(tail -n 30 "$ROOT$mlog" 2>/dev/null)"; fi
+	step "the exporters installed: dkms-rebuild (the driver's and OFED's packages' trigger) builds nvidia_peermem for $dkrel with their CRCs"
+	if inlog_progress modversions-dkms "/usr/lib/nvidia-peer-memory/dkms-rebuild" &&
+		grep -q "building nvidia-peer-memory $V for $dkrel (the modules it imports from are installed now)" "$LOGS/modversions-dkms.log"; then
+		ok modversions-dkms; else
+		bad modversions-dkms "$(cat "$LOGS/modversions-dkms.log"; inr cat /var/lib/nvidia-peer-memory/build-"$dkrel".log 2>/dev/null | tail -n 30)"; fi
 	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$dkrel/x86_64/log/make.log" >"$LOGS/dkms-make-$dkrel.log" 2>&1
 	insh modversions-dkms-installed "dkms status -m nvidia-peer-memory -k $dkrel | grep -q '^nvidia-peer-memory/$V, $dkrel, x86_64: installed'"
 	check modversions-dkms-log grep -qF -e "CONFIG_MODVERSIONS=y: CRCs from $(exporters_at "$dkrel")/nvidia.ko.xz $(exporters_at "$dkrel")/mofed_peer_sim.ko" \
