@@ -77,7 +77,7 @@ KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST
 # Whether KDIR's kernel checks the CRCs of imported symbols.
 MODVERSIONS := $(if $(KDIR_CONFIG),$(shell grep -qs '^CONFIG_MODVERSIONS=y' $(KDIR_CONFIG) && echo y))
 
-.PHONY: all module vendor-headers carried-src carried-core sims tool provision check check-host check-arm64-dkms check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
+.PHONY: all module vendor-headers carried-src carried-core sims tool provision check check-host check-arm64-dkms check-neighbours check-guest check-anchor check-kernels bench bench-profile lint fmt clean \
 	install install-dkms install-utils check-packaging doctor install-doctor
 
 # `make bench` (tests/bench/run.sh): its knobs cross into the trixie root.
@@ -282,6 +282,11 @@ check-host:
 # (tests/arm64-dkms.sh; not in make check: cold about 20 minutes).
 check-arm64-dkms:
 	@tests/arm64-dkms.sh
+
+# The neighbours' real packages in the order an admin installs them
+# (tests/neighbours/run.sh; not in make check: cold about 25 minutes).
+check-neighbours:
+	@tests/neighbours/run.sh
 
 # make check's "kernels" suite: Debian's 7.2 image (NVPM_OTHER_KSERIES), built,
 # loaded, client scenarios (tests/kernels.sh).

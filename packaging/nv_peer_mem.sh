@@ -80,8 +80,8 @@ do_start() {
 
 # On a CONFIG_MODVERSIONS kernel a module built with the CRCs of another
 # build of the GPU driver or of the RDMA core is refused ("disagrees about
-# version of symbol"): says whose, which files the build used (DKMS's
-# make.log) and how to rebuild. $1: kernel log lines before the modprobe.
+# version of symbol"): says whose, which modules the build took the CRCs
+# from (DKMS's make.log) and how to rebuild. $1: kernel log lines before the modprobe.
 crc_refusal() {
 	sym=$(dmesg 2>/dev/null | tail -n +$(($1 + 1)) |
 		sed -n "s/.*$MODULE: disagrees about version of symbol \([A-Za-z0-9_]*\).*/\1/p" | head -n 1)
@@ -94,7 +94,7 @@ crc_refusal() {
 	version=$(modinfo -F version "$MODULE" 2>/dev/null)
 	used=$(sed -n 's/^nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from //p' \
 		/var/lib/dkms/nvidia-peer-memory/"$version"/"$(uname -r)"/*/log/make.log 2>/dev/null | tail -n 1)
-	warn "the kernel refused $MODULE: its CRC of $sym is not the one $whose loaded now exports, so it was built against another build of $whose${used:+ (its build took the CRCs from $used)}; rebuild it against the installed one: /usr/lib/nvidia-peer-memory/dkms-rebuild --force (a DKMS build; by hand: make with NVPM_EXTRA_SYMBOLS naming the installed driver's and OFED's Module.symvers)"
+	warn "the kernel refused $MODULE: its CRC of $sym is not the one $whose loaded now exports, so it was built against another build of $whose${used:+ (its build took the CRCs from $used)}; rebuild it against the installed one: /usr/lib/nvidia-peer-memory/dkms-rebuild --force (a DKMS build; by hand: make KDIR=/lib/modules/$(uname -r)/build, which reads the CRCs of the driver's and OFED's modules installed for the kernel), then reload $whose if the installed one is newer than the loaded one"
 }
 
 do_stop() {

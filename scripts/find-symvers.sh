@@ -173,7 +173,14 @@ why_missing_driver() {
 }
 why_missing_rdma() {
 	own=$(awk -F: '$1 ~ /(^|\/)ib_(core|uverbs)\.ko/ { print $1; exit }' "$moddir/modules.dep" 2>/dev/null || :)
-	if [ -n "$own" ]; then
+	# MOFED's DKMS module: mlnx-ofed-kernel (deb), mlnx-ofa_kernel (rpm).
+	dk=
+	for d in "$root"/var/lib/dkms/mlnx-ofed-kernel/*/source "$root"/var/lib/dkms/mlnx-ofa_kernel/*/source; do
+		[ -e "$d" ] && dk=${d%/source} && break
+	done
+	if [ -n "$dk" ]; then
+		echo "DKMS has ${dk#"$root"/var/lib/dkms/} but no build of it installed for $KREL: dkms autoinstall -k $KREL (needs linux-headers-$KREL), then rebuild nvidia-peer-memory"
+	elif [ -n "$own" ]; then
 		echo "$KREL's RDMA core (/lib/modules/$KREL/$own) has no peer-memory API: it is the kernel's own, not DOCA-OFED's or MLNX_OFED's; install their kernel modules for $KREL (deb: mlnx-ofed-kernel-dkms or mlnx-ofed-kernel-modules; rpm: mlnx-ofa_kernel-dkms, kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules), or name the module in $CONF"
 	else
 		echo "install DOCA-OFED's or MLNX_OFED's kernel modules for $KREL (deb: mlnx-ofed-kernel-dkms or mlnx-ofed-kernel-modules; rpm: mlnx-ofa_kernel-dkms, kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules), or name the module in $CONF"

@@ -201,6 +201,17 @@ if [ -z "$table" ]; then ok not-built-no-table; else bad not-built-no-table "a t
 run other-kernel-ok "$r" "$K2"
 exit_is other-kernel-builds-for-its-own 0
 
+# MOFED's DKMS module registered (the rpm's name), not built for this kernel.
+r=$work/ofed-not-built
+kernel_rdma "$r" "$K" .xz
+# shellcheck disable=SC2086
+mkko "$r/lib/modules/$K/updates/dkms/nvidia-current.ko.xz" nvidia "$K $VM" 550.163.01 kcrctab $P2P
+mkdir -p "$r/var/lib/dkms/mlnx-ofa_kernel/25.10/source"
+index "$r" "$K"
+run ofed-not-built "$r"
+exit_is ofed-not-built-refused 1
+has ofed-not-built-says-dkms "DKMS has mlnx-ofa_kernel/25.10 but no build of it installed for $K: dkms autoinstall -k $K"
+
 # A module of another kernel copied into this kernel's tree by hand.
 r=$work/wrong-vermagic
 kernel_rdma "$r" "$K" ""

@@ -1,0 +1,31 @@
+# Shared helpers of the test suites (sourced; bash). A suite sets SUITE (the
+# prefix of its result names, e.g. "neighbours") and SUMMARY (the summary
+# line's name, e.g. "NEIGHBOURS"), then uses:
+#   ok NAME / bad NAME WHY     one result
+#   check NAME CMD...          one result: the command's exit status (its
+#                              output's last lines shown on failure)
+#   step TEXT                  a progress line with the seconds so far
+#   finish                     the "<SUMMARY>-SUMMARY N passed, N failed" line;
+#                              exits 0 when nothing failed
+# shellcheck shell=bash
+pass=0 fail=0 T0=$SECONDS
+ok() {
+	echo "  PASS $SUITE/$1"
+	pass=$((pass + 1))
+}
+bad() {
+	echo "  FAIL $SUITE/$1: $2" | head -n 25
+	fail=$((fail + 1))
+}
+check() {
+	local n=$1 out
+	shift
+	if out=$("$@" 2>&1); then ok "$n"; else bad "$n" "$(printf '%s\n' "$out" | tail -n 20)"; fi
+}
+step() { printf '[%4ds] %s\n' "$((SECONDS - T0))" "$*"; }
+finish() {
+	step "done"
+	echo "$SUMMARY-SUMMARY $pass passed, $fail failed"
+	[ "$fail" = 0 ]
+	exit
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# make check-neighbours: nvidia_peermem beside its neighbours' real packages,
+# installed in the order an admin takes. In an overlay over the packaging
+# root (tests/packaging/root.sh), on Debian 13's 6.12 (CONFIG_MODVERSIONS,
+# DKMS 3.2.2), its image and headers as Debian ships them:
+#   - Debian's own nvidia-kernel-dkms (non-free), built by DKMS for 6.12
+#     (a layer cached by key: about 10 minutes on 2 cores when cold); its
+#     layout checked, and the CRCs find-symvers.sh reads from its module
+#     against the table DKMS kept;
+#   - our packages (built here from the tree, as the packaging suite does)
+#     installed next, before any RDMA core with the peer-memory API: the
+#     installation succeeds, DKMS skips 6.12 and says why;
+#   - the RDMA core arrives (MOFED's real DKMS package cannot be built
+#     here yet: the MOFED simulator stands in, installed where MOFED's DKMS
+#     package puts its modules), the trigger's dkms-rebuild builds the
+#     module with the real driver's CRCs;
+#   - modprobe loads ours, not the driver package's own peermem; the
+#     doctor agrees with DKMS.
+# Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
+# the driver layer and the package builds); its figures are in
+# tests/neighbours/README.md.
+# shellcheck source-path=SCRIPTDIR/../..
+# shellcheck disable=SC2016 # scripts for the root in single quotes
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+SUITE=neighbours SUMMARY=NEIGHBOURS
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
+REPO=$PWD
+LOGS=$REPO/build/logs/neighbours
+[ "$(id -u)" = 0 ] || die "the neighbours suite needs root (chroot, mounts)"
+if [ ! -r "$NVPM_CACHE/kernel.env" ]; then scripts/provision.sh || die "provisioning failed"; fi
+enter_private_namespace "$@"
+step "the packaging root (cached; tests/packaging/root.sh)"
+PKGROOT=$(tests/packaging/root.sh) || die "tests/packaging/root.sh failed"
+step "Debian 13's 6.12 (scripts/provision-carried.sh 6.12, cached)"
+if [ ! -r "$NVPM_CACHE/kernel-6.12.env" ]; then
+	KSERIES=6.12 scripts/provision-carried.sh 6.12 >/dev/null || die "provisioning Debian's 6.12 failed"
+fi
+# shellcheck source=/dev/null disable=SC2153 # KREL, KPKGVER, CHROOT, KROOT: the file's
+read -r K KPKG DEBS <<<"$(. "$NVPM_CACHE/kernel-6.12.env" && echo "$KREL $KPKGVER $CHROOT$KROOT/debs")"
+mkdir -p "$LOGS"
+rm -f "$LOGS"/*.log
+V=$(cat VERSION)
+
+# The driver's packages, pinned (Debian 13's), as a compute node has them:
+# the kernel modules through DKMS, nvidia-smi, and libcuda1, whose
+# glx-alternative-nvidia "cuda only" alternative links
+# /etc/modprobe.d/nvidia.conf (the driver's modprobe rules: without
+# libcuda1 there is none).
+DRIVER_PKG=nvidia-kernel-dkms
+DRIVER_VER=550.163.01-2
+DRIVER_PKGS="$DRIVER_PKG=$DRIVER_VER nvidia-smi=$DRIVER_VER libcuda1=$DRIVER_VER"
+DRIVER_DKMS=nvidia-current/550.163.01
+
+inr() { # ROOT CMD...
+	local r=$1
+	shift
+	chroot "$r" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+		LANG=C.UTF-8 TERM=dumb DEBIAN_FRONTEND=noninteractive TMPDIR=/tmp "$@"
+}
+mount_root() { # ROOT LOWER UPPER WORK
+	mkdir -p "$1" "$3" "$4"
+	mount -t overlay overlay -o "lowerdir=$2,upperdir=$3,workdir=$4" "$1" &&
+		mount -t proc proc "$1/proc" && mount -t tmpfs tmpfs "$1/sys" && mount -t tmpfs tmpfs "$1/run"
+}
+umount_root() { umount "$1/run" "$1/sys" "$1/proc" "$1" 2>/dev/null; }
+
+# --- the driver layer: Debian 13's 6.12 and nvidia-kernel-dkms, DKMS-built ---
+# Cached as the overlay's upper directory, a lower layer of each run.
+REV=1 # bump when the layer's making changes
+key=$(printf '%s|%s|%s|%s|%s' "$REV" "${PKGROOT##*/}" "$K" "$KPKG" "$DRIVER_PKGS" | sha256sum | cut -c1-10)
+LAYER=$NVPM_CACHE/neighbours/deb13-driver-$key
+if [ ! -e "$LAYER/.complete" ]; then
+	step "Debian 13's $K with Debian's $DRIVER_PKGS: DKMS builds the driver (about 7 minutes; cached)"
+	rm -rf "$LAYER.tmp" && mkdir -p "$LAYER.tmp/debs"
+	cp "$DEBS"/*.deb "$LAYER.tmp/debs/"
+	r=$LAYER.tmp/root
+	if mount_root "$r" "$PKGROOT" "$LAYER.tmp/upper" "$LAYER.tmp/work"; then
+		cp /etc/resolv.conf "$r/etc/resolv.conf"
+		mkdir -p "$r/tmp/debs" && cp "$LAYER.tmp/debs"/*.deb "$r/tmp/debs/"
+		t1=$SECONDS
+		# shellcheck disable=SC2086 # DRIVER_PKGS is a list of words
+		# The driver is in non-free (its firmware in non-free-firmware). The
+		# root's 7.3 headers go: the driver (550) does not build for 7.3.
+		if inr "$r" sh -ec 'sed -i "s/ main\$/ main contrib non-free non-free-firmware/" /etc/apt/sources.list
+			apt-get update -qq
+			dpkg --purge linux-headers-$(sed -n "s/^KREL=\"\(.*\)\"/\1/p" /.pkgroot.env)
+			apt-get install -y -q --no-install-recommends /tmp/debs/*.deb
+			rm -rf /tmp/debs' >"$LOGS/layer-kernel.log" 2>&1 &&
+			inr "$r" apt-get install -y -q --no-install-recommends $DRIVER_PKGS >"$LOGS/layer-driver.log" 2>&1; then
+			echo "$((SECONDS - t1))" >"$LAYER.tmp/seconds"
+			rm -f "$r/etc/resolv.conf"
+			umount_root "$r"
+			rm -rf "$LAYER" && mkdir -p "$LAYER" && mv "$LAYER.tmp/upper" "$LAYER.tmp/seconds" "$LAYER/" &&
+				cp "$LOGS/layer-driver.log" "$LAYER/driver.log" && touch "$LAYER/.complete" && rm -rf "$LAYER.tmp"
+			step "driver layer built in $(cat "$LAYER/seconds") s"
+		else
+			umount_root "$r"
+			bad driver-layer "see $LOGS/layer-kernel.log, $LOGS/layer-driver.log"
+			finish
+		fi
+	else
+		bad driver-layer "overlay mount failed"
+		finish
+	fi
+fi
+ok "driver-layer (cached: $(cat "$LAYER/seconds") s when built)"
+
+# --- the run's root ------------------------------------------------------------
+RUN=$NVPM_CACHE/neighbours/run
+ROOT=$RUN/root
+umount_root "$ROOT"
+rm -rf "$RUN/upper" "$RUN/work"
+mount_root "$ROOT" "$LAYER/upper:$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
+mkdir -p "$ROOT/build/src"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+inroot() { inr "$ROOT" sh -ec "cd /build; $1"; }
+insh() { check "$1" inroot "$2"; }
+MODS=/lib/modules/$K
+DRV=$MODS/updates/dkms/nvidia-current.ko.xz
+
+# --- what Debian's driver package left, as it is -------------------------------
+step "the real layout of $DRIVER_PKG $DRIVER_VER with DKMS 3.2.2"
+inroot "dkms status; find /var/lib/dkms -maxdepth 6 | sort; find $MODS/updates | sort; ls /usr/src; ls -l /etc/modprobe.d/" >"$LOGS/layout.txt" 2>&1
+insh layout-dkms-name "dkms status -m nvidia-current | grep -q '^$DRIVER_DKMS, $K, x86_64: installed' && test ! -e /var/lib/dkms/nvidia"
+insh layout-driver-module "test -f $DRV && test -f $MODS/updates/dkms/nvidia-current-peermem.ko.xz"
+insh layout-no-build-dir "test ! -e /var/lib/dkms/$DRIVER_DKMS/build"
+TABLE=/var/lib/dkms/$DRIVER_DKMS/$K/x86_64/module/Module.symvers
+insh layout-table-kept "test -s $TABLE"
+# What find-symvers.sh reads from the module is the table DKMS kept of the
+# same build, symbol for symbol.
+insh crcs-module-equal-dkms-table "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | cut -f1,2,4 | sort >/tmp/ours
+	awk -F '\t' '\$2 ~ /^nvidia_p2p_/ { print \$1 \"\t\" \$2 \"\t\" \$4 }' $TABLE | sort >/tmp/dkms
+	test \$(wc -l </tmp/ours) -ge 8 && diff /tmp/ours /tmp/dkms"
+cp "$ROOT/tmp/ours" "$LOGS/driver-crcs.txt" 2>/dev/null
+
+# --- our packages, before any RDMA core with the peer-memory API ------------------
+step "our packages from this tree (build_module.sh, dpkg-buildpackage -b; cargo's crates offline)"
+if ! CARGO_HOME=$RUN/cargo-home cargo fetch --locked >"$LOGS/crates.log" 2>&1 ||
+	! kbuild/carried-source.sh build/carried-src >"$LOGS/carried-src.log" 2>&1; then
+	bad packages "cargo fetch or carried-source.sh failed (logs in $LOGS)"
+	finish
+fi
+cp -pR build/carried-src "$ROOT/build/src/carried-src"
+mkdir -p "$ROOT/root/.cargo" && cp -a "$RUN/cargo-home/registry" "$ROOT/root/.cargo/"
+printf '[net]\noffline = true\n' >"$ROOT/root/.cargo/config.toml"
+if inroot "cd src && ./build_module.sh --out /build/out && rm -rf /root/.cargo && mkdir -p /build/deb && cd /build/deb &&
+	tar -xzf ../out/nvidia-peer-memory_$V.orig.tar.gz && cp -r ../src/debian nvidia-peer-memory-$V/ &&
+	cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc -b" >"$LOGS/packages.log" 2>&1; then ok packages; else
+	bad packages "see $LOGS/packages.log"
+	finish
+fi
+step "dpkg -i our packages: 6.12 has MODVERSIONS and no RDMA core with the peer-memory API yet"
+if inroot "dpkg -i deb/nvidia-peer-memory-dkms_${V}-1_all.deb deb/nvidia-peer-memory_${V}-1_amd64.deb" >"$LOGS/ours-first.log" 2>&1; then
+	ok ours-first-installs; else bad ours-first-installs "see $LOGS/ours-first.log"; fi
+insh ours-first-configured "dpkg-query -W -f '\${Status}' nvidia-peer-memory-dkms | grep -qx 'install ok installed'"
+insh ours-first-skipped "dkms status -m nvidia-peer-memory | grep -q '^nvidia-peer-memory/$V: added' && ! dkms status -m nvidia-peer-memory -k $K | grep -q installed"
+check ours-first-says-why sh -c "grep -q 'nvidia-peer-memory: not built for $K yet, it is built when the modules it imports from are installed: ' '$LOGS/ours-first.log' &&
+	grep -qF \"the RDMA core's (ib_register_peer_memory_client): no module of $K exports it; $K's RDMA core ($MODS/kernel/drivers/infiniband/core/ib_\" '$LOGS/ours-first.log'"
+check ours-first-driver-found sh -c "! grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages)\" '$LOGS/ours-first.log'"
+
+# --- the RDMA core arrives: its trigger builds ours with the driver's CRCs ----------
+step "the RDMA core's modules for $K (the MOFED simulator, a stand-in), then the trigger's dkms-rebuild (carried mode, 3-5 minutes)"
+if env -u NVPM_IN_NS NVPM_KERNEL_ENV=kernel-6.12.env scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' \
+	>"$LOGS/sims.log" 2>&1 && cp tests/sim/mofed_peer_sim.ko "$ROOT$MODS/updates/dkms/" && inr "$ROOT" depmod "$K"; then
+	ok rdma-core-installed; else bad rdma-core-installed "see $LOGS/sims.log"; fi
+if inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/rebuild.log" 2>&1 &&
+	grep -q "building nvidia-peer-memory $V for $K (the modules it imports from are installed now)" "$LOGS/rebuild.log"; then
+	ok rebuild-builds; else bad rebuild-builds "$(tail -n 20 "$LOGS/rebuild.log")"; fi
+inroot "cat /var/lib/dkms/nvidia-peer-memory/$V/$K/x86_64/log/make.log" >"$LOGS/make.log" 2>&1
+insh ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
+check crcs-from-installed grep -qF "CONFIG_MODVERSIONS=y: CRCs from $DRV $MODS/updates/dkms/mofed_peer_sim.ko" "$LOGS/make.log"
+check crcs-driver-version grep -qF "(nvidia 550.163.01, exports nvidia_p2p_get_pages for $K)" "$LOGS/make.log"
+# Every nvidia_p2p_* CRC the module carries is the real driver's.
+insh crcs-carried-are-drivers "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*) && xz -dc \$f >/tmp/ours.ko &&
+	modprobe --dump-modversions /tmp/ours.ko | awk '\$2 ~ /^nvidia_p2p_/ { printf \"0x%08x %s\\n\", \$1, \$2 }' | sort >/tmp/carried
+	sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$1, \$2 }' | sort >/tmp/driver
+	test \$(wc -l </tmp/carried) -ge 5 && join -j 2 /tmp/carried /tmp/driver | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
+
+# --- modprobe loads ours, not the driver package's own peermem ---------------------
+# Debian's nvidia-kernel-support routes nvidia-peermem to nvidia-current-peermem
+# (an install rule); ours is read first (00-nvidia-peer-memory.conf).
+insh modprobe-rule-debian "modprobe -c | grep -q '^install nvidia_peermem .*nvidia-current-peermem'"
+insh modprobe-rule-ours-first "modprobe -c | grep '^install nvidia_peermem ' | head -n 1 | grep -q -- '--ignore-install nvidia_peermem'"
+insh modprobe-loads-ours "modprobe -S $K -n -v --ignore-install nvidia_peermem 2>&1 | tee /dev/stderr | grep -q 'insmod $MODS/updates/dkms/nvidia_peermem.ko'"
+
+# --- the doctor agrees with DKMS --------------------------------------------------
+# The doctor reads the kernel release from procfs: the root's is the host's,
+# so the test's is laid over it.
+printf '%s\n' "$K" >"$RUN/osrelease"
+mount --bind "$RUN/osrelease" "$ROOT/proc/sys/kernel/osrelease"
+inroot "nvidia-peermem-doctor --verbose" >"$LOGS/doctor.txt" 2>&1
+inroot "nvidia-peermem-doctor --json" >"$LOGS/doctor.json" 2>/dev/null
+umount "$ROOT/proc/sys/kernel/osrelease"
+check doctor-build-matches python3 -c "
+import json, sys
+c = {c['id']: c for c in json.load(open('$LOGS/doctor.json'))['checks']}
+b = c['module.build']
+assert b['status'] == 'ok', b
+assert any('$DRV (nvidia 550.163.01)' in d for d in b['detail']), b['detail']
+r = c['kernel.rust']
+assert any('the CRCs of the NVIDIA driver from $DRV' in d for d in r['detail']), r
+assert c['conflict.modprobe']['status'] != 'fail', c['conflict.modprobe']
+"
+
+umount_root "$ROOT"
+finish
