@@ -176,9 +176,10 @@ check crcs-from-installed grep -qF "CONFIG_MODVERSIONS=y: CRCs from $DRV $MODS/u
 check crcs-driver-version grep -qF "(nvidia 550.163.01, exports nvidia_p2p_get_pages for $K)" "$LOGS/make.log"
 # Every nvidia_p2p_* CRC the module carries is the real driver's.
 insh crcs-carried-are-drivers "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*) && xz -dc \$f >/tmp/ours.ko &&
-	modprobe --dump-modversions /tmp/ours.ko | awk '\$2 ~ /^nvidia_p2p_/ { printf \"0x%08x %s\\n\", \$1, \$2 }' | sort >/tmp/carried
-	sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$1, \$2 }' | sort >/tmp/driver
-	test \$(wc -l </tmp/carried) -ge 5 && join -j 2 /tmp/carried /tmp/driver | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
+	modprobe --dump-modversions /tmp/ours.ko | awk '\$2 ~ /^nvidia_p2p_/ { print \$2, tolower(\$1) }' | sort >/tmp/carried
+	sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$2, tolower(\$1) }' | sort >/tmp/driver
+	test \$(wc -l </tmp/carried) -ge 5 && test \$(join /tmp/carried /tmp/driver | wc -l) = \$(wc -l </tmp/carried) &&
+	join /tmp/carried /tmp/driver | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
 
 # --- modprobe loads ours, not the driver package's own peermem ---------------------
 # Debian's nvidia-kernel-support routes nvidia-peermem to nvidia-current-peermem

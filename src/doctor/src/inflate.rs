@@ -15,8 +15,12 @@ use flate2::read::GzDecoder;
 /// What can be wrong with compressed data.
 pub type Error = String;
 
-/// Output beyond this is refused (a kernel config is ~300 KiB, a module a few MiB).
+/// Output beyond this is refused (a kernel config is ~300 KiB).
 pub const MAX_OUTPUT: usize = 64 << 20;
+
+/// A module beyond this is refused (NVIDIA's `nvidia.ko` is 88 MB: Debian's
+/// 550.163.01, `nvidia-current.ko.xz` unpacked).
+pub const MAX_MODULE: usize = 512 << 20;
 
 /// Whether `data` starts like a gzip file.
 pub fn is_gzip(data: &[u8]) -> bool {
@@ -67,11 +71,16 @@ fn within(out: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
 
 /// Decompresses an xz file (lzma-rs checks its CRC).
 pub fn unxz(data: &[u8]) -> Result<Vec<u8>, Error> {
+    unxz_limited(data, MAX_OUTPUT)
+}
+
+/// [`unxz`] with output beyond `limit` bytes refused.
+fn unxz_limited(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
     /// A `Write` that stops one byte past the limit.
-    struct Capped(Vec<u8>);
+    struct Capped(Vec<u8>, usize);
     impl std::io::Write for Capped {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if self.0.len() > MAX_OUTPUT {
+            if self.0.len() > self.1 {
                 return Err(std::io::Error::other("output limit"));
             }
             self.0.extend_from_slice(buf);
@@ -81,38 +90,43 @@ pub fn unxz(data: &[u8]) -> Result<Vec<u8>, Error> {
             Ok(())
         }
     }
-    let mut out = Capped(Vec::new());
+    let mut out = Capped(Vec::new(), limit);
     lzma_rs::xz_decompress(&mut &data[..], &mut out).map_err(|e| {
-        if out.0.len() > MAX_OUTPUT {
-            format!("larger than {} MiB", MAX_OUTPUT >> 20)
+        if out.0.len() > limit {
+            format!("larger than {} MiB", limit >> 20)
         } else {
             format!("not a whole xz file: {e}")
         }
     })?;
-    within(out.0, MAX_OUTPUT)
+    within(out.0, limit)
 }
 
 /// Decompresses a zstd file.
 pub fn unzstd(data: &[u8]) -> Result<Vec<u8>, Error> {
+    unzstd_limited(data, MAX_OUTPUT)
+}
+
+/// [`unzstd`] with output beyond `limit` bytes refused.
+fn unzstd_limited(data: &[u8], limit: usize) -> Result<Vec<u8>, Error> {
     let mut decoder =
         ruzstd::StreamingDecoder::new(data).map_err(|e| format!("not a zstd file: {e}"))?;
     let mut out = Vec::new();
-    let take = u64::try_from(MAX_OUTPUT).map_or(u64::MAX, |n| n.saturating_add(1));
+    let take = u64::try_from(limit).map_or(u64::MAX, |n| n.saturating_add(1));
     (&mut decoder)
         .take(take)
         .read_to_end(&mut out)
         .map_err(|e| format!("not a whole zstd file: {e}"))?;
-    within(out, MAX_OUTPUT)
+    within(out, limit)
 }
 
 /// A module file's ELF bytes, by its name: `.ko` as it is, `.ko.gz`,
-/// `.ko.xz` and `.ko.zst` decompressed.
+/// `.ko.xz` and `.ko.zst` decompressed (up to [`MAX_MODULE`]).
 pub fn module(path: &str, data: Vec<u8>) -> Result<Vec<u8>, Error> {
     match path.rsplit_once(".ko") {
         Some((_, "")) => Ok(data),
-        Some((_, ".gz")) => gunzip(&data),
-        Some((_, ".xz")) => unxz(&data),
-        Some((_, ".zst")) => unzstd(&data),
+        Some((_, ".gz")) => gunzip_limited(&data, MAX_MODULE),
+        Some((_, ".xz")) => unxz_limited(&data, MAX_MODULE),
+        Some((_, ".zst")) => unzstd_limited(&data, MAX_MODULE),
         _ => Err(format!("{path}: not a module file name")),
     }
 }
@@ -153,6 +167,13 @@ mod tests {
     }
 
     /// Cut or damaged files are errors, never a panic.
+    #[test]
+    fn xz_and_zstd_limits() {
+        assert_eq!(unxz_limited(&XZ, 13).unwrap_err(), "larger than 0 MiB");
+        assert_eq!(unzstd_limited(&ZST, 13).unwrap_err(), "larger than 0 MiB");
+        assert!(unxz_limited(&XZ, 14).is_ok() && unzstd_limited(&ZST, 14).is_ok());
+    }
+
     #[test]
     fn xz_and_zstd_damaged() {
         for cut in 0..XZ.len() {

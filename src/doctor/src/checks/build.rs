@@ -93,13 +93,19 @@ pub(crate) fn exporter_file(ctx: &Ctx<'_>, release: &str, symbol: &str) -> Optio
     kmod::modprobe_target(ctx.root, release, &name).map(|rel| format!("{dir}/{rel}"))
 }
 
-/// The CRCs the installed exporters export for our imports, by symbol, with
-/// the file each came from; and a line per exporter for the detail.
-fn installed_exports(
-    ctx: &Ctx<'_>,
-    release: &str,
-) -> (BTreeMap<String, (u32, String)>, Vec<String>) {
+/// What the installed exporters say: their CRCs by symbol, with the file
+/// each came from; a line per exporter for the detail; and the exporters
+/// whose CRCs could not be read, with why.
+struct Installed {
+    exports: BTreeMap<String, (u32, String)>,
+    detail: Vec<String>,
+    unread: Vec<String>,
+}
+
+/// The CRCs the installed exporters export for our imports.
+fn installed_exports(ctx: &Ctx<'_>, release: &str) -> Installed {
     let mut exports = BTreeMap::new();
+    let mut unread = Vec::new();
     let mut detail = Vec::new();
     for (whose, symbol) in EXPORTERS {
         let Some(file) = exporter_file(ctx, release, symbol) else {
@@ -110,6 +116,7 @@ fn installed_exports(
         };
         let Some(ko) = read_ko(ctx, &file) else {
             detail.push(format!("{whose}: {file} (exports {symbol}) cannot be read"));
+            unread.push(format!("{whose}'s ({file}: cannot be read)"));
             continue;
         };
         let about = [ko.modinfo.get("name"), ko.modinfo.get("version")]
@@ -124,6 +131,7 @@ fn installed_exports(
         }
         if let Some(p) = &ko.problem {
             line.push_str(&format!(": {p}"));
+            unread.push(format!("{whose}'s ({file}: {p})"));
         } else if ko.exports.is_empty() {
             line.push_str(": no CRCs (built without MODVERSIONS)");
         } else {
@@ -134,7 +142,11 @@ fn installed_exports(
             exports.entry(sym).or_insert((crc, file.clone()));
         }
     }
-    (exports, detail)
+    Installed {
+        exports,
+        detail,
+        unread,
+    }
 }
 
 /// The version in the modinfo of the driver's `nvidia.ko` on disk, and its path.
@@ -224,11 +236,14 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
         }
     }
 
+    let mut unread = Vec::new();
     // The file's CRCs against the exporters installed now (what the kernel
     // will load), not against what its build says it used.
     if let Some(ko) = ko.as_ref().filter(|k| !k.crcs.is_empty()) {
-        let (exports, lines) = installed_exports(ctx, release);
-        detail.extend(lines);
+        let found = installed_exports(ctx, release);
+        detail.extend(found.detail);
+        unread = found.unread;
+        let exports = found.exports;
         let stale: Vec<String> = ko
             .crcs
             .iter()
@@ -275,6 +290,16 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
     if !warn.is_empty() {
         let (s, f) = pick(warn);
         return Check::warn(ID, s, f).detail(detail);
+    }
+    if !unread.is_empty() {
+        return Check::info(
+            ID,
+            format!(
+                "the installed {MODULE}.ko's CRCs not compared with {}",
+                list(&unread)
+            ),
+        )
+        .detail(detail);
     }
     match (&ctx.ours, ours.is_empty()) {
         (None, true) => Check::info(ID, format!("{MODULE} is neither loaded nor installed: no build to compare")).detail(detail),
