@@ -151,8 +151,24 @@ pub(crate) fn modprobe(ctx: &Ctx<'_>) -> Check {
             ));
         }
     }
+    // modprobe uses the first install rule it reads, reading the files in
+    // the order of their names (modprobe.d(5)): a later one is shadowed.
+    let file_name = |r: &kmod::Rule| r.file.rsplit('/').next().unwrap_or("").to_string();
+    let effective = rules
+        .iter()
+        .filter(|r| matches!(r.kind, RuleKind::Install { .. }))
+        .min_by_key(|r| file_name(r));
     for rule in &rules {
         match &rule.kind {
+            RuleKind::Install { .. } if effective.is_some_and(|e| !std::ptr::eq(e, rule)) => {
+                let first = effective.map_or(String::new(), |e| e.file.clone());
+                let shadowed = format!(
+                    "{}: its install rule is shadowed by {first}'s, which modprobe reads first",
+                    rule.file
+                );
+                detail.push(shadowed.clone());
+                keep(Check::info(ID, shadowed));
+            }
             RuleKind::Install { loads, runs } => {
                 let others: Vec<String> = loads
                     .iter()

@@ -45,6 +45,7 @@ fixtures! {
     crc_exporters_unreadable => "crc-exporters-unreadable",
     crc_refused_nvidia => "crc-refused-nvidia",
     crc_refused_operator => "crc-refused-operator",
+    debian_rule_shadowed => "debian-rule-shadowed",
     dgx => "dgx",
     dmabuf_ready => "dmabuf-ready",
     dmabuf_unsupported => "dmabuf-unsupported",
