@@ -4,7 +4,7 @@
 # root (tests/packaging/root.sh), on Debian 13's 6.12 (CONFIG_MODVERSIONS,
 # DKMS 3.2.2), its image and headers as Debian ships them:
 #   - Debian's own nvidia-kernel-dkms (non-free), built by DKMS for 6.12
-#     (a layer cached by key: about 10 minutes on 2 cores when cold); its
+#     (a layer cached by key: about 8 minutes on 2 cores when cold); its
 #     layout checked, and the CRCs find-symvers.sh reads from its module
 #     against the table DKMS kept;
 #   - our packages (built here from the tree, as the packaging suite does)
