@@ -101,14 +101,17 @@ modinfo_field() { # ELF FIELD
 # lines (0xCRC, symbol, module, export type). Each CRC is the symbol
 # __crc_<sym>: an absolute symbol whose value is the CRC (before Linux
 # 5.19), or a 32-bit word at the symbol's offset in its __kcrctab* section,
-# in the file's byte order. The export type is the section of
-# __ksymtab_<sym> (or of the CRC): *_gpl is EXPORT_SYMBOL_GPL.
+# in the file's byte order. The export type: since Linux 6.19 a byte at
+# __flags_<sym> in __kflagstab, bit 0 GPL only (KSYM_FLAG_GPL_ONLY,
+# include/linux/module_symbol.h); before, the section of __ksymtab_<sym>
+# (or of the CRC): *_gpl is EXPORT_SYMBOL_GPL.
 ko_exports() { # ELF MODNAME RE
 	readelf -hW "$1" >"$tmp/hdr" 2>/dev/null || fail "$1: not an ELF file"
 	big=$(grep -c 'big endian' "$tmp/hdr" || :)
 	readelf -SW "$1" 2>/dev/null | sed -n 's/^ *\[ *\([0-9][0-9]*\)\] */\1 /p' >"$tmp/sections"
-	readelf -sW "$1" 2>/dev/null | awk '$8 ~ /^__(crc|ksymtab)_/ { print $2, $7, $8 }' >"$tmp/syms"
-	# "symbol value section-name section-offset" for each __crc_ and __ksymtab_ symbol.
+	readelf -sW "$1" 2>/dev/null | awk '$8 ~ /^__(crc|ksymtab|flags)_/ { print $2, $7, $8 }' >"$tmp/syms"
+	# "symbol value section-name section-offset" for each __crc_, __ksymtab_
+	# and __flags_ symbol.
 	awk 'FNR == NR { name[$1] = $2; off[$1] = $5; next }
 		{ print $3, $1, ($2 == "ABS" ? "ABS" : name[$2]), ($2 in off ? off[$2] : 0) }' \
 		"$tmp/sections" "$tmp/syms" >"$tmp/placed"
@@ -122,11 +125,22 @@ ko_exports() { # ELF MODNAME RE
 				awk -v big="$big" 'NF == 4 { if (big != "0") print $1 $2 $3 $4; else print $4 $3 $2 $1 }')
 		fi
 		[ -n "$crc" ] || fail "$1: cannot read the CRC of $sym"
-		ksec=$(awk -v s="__ksymtab_$sym" '$1 == s { print $3 }' "$tmp/placed")
-		case ${ksec:-$sec} in
-		*_gpl*) type=EXPORT_SYMBOL_GPL ;;
-		*) type=EXPORT_SYMBOL ;;
-		esac
+		flags=$(awk -v s="__flags_$sym" '$1 == s { print $2, $4; exit }' "$tmp/placed")
+		if [ -n "$flags" ]; then
+			# "value section-offset" of __flags_<sym>: its byte, bit 0.
+			gpl=$(od -An -v -tu1 -j $((0x${flags#* } + 0x${flags% *})) -N 1 "$1" | awk '{ print $1 % 2 }')
+			case $gpl in
+			1) type=EXPORT_SYMBOL_GPL ;;
+			0) type=EXPORT_SYMBOL ;;
+			*) fail "$1: cannot read the flags of $sym" ;;
+			esac
+		else
+			ksec=$(awk -v s="__ksymtab_$sym" '$1 == s { print $3 }' "$tmp/placed")
+			case ${ksec:-$sec} in
+			*_gpl*) type=EXPORT_SYMBOL_GPL ;;
+			*) type=EXPORT_SYMBOL ;;
+			esac
+		fi
 		printf '0x%s\t%s\t%s\t%s\t\n' "$crc" "$sym" "$2" "$type"
 	done
 }

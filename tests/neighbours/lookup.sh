@@ -24,8 +24,10 @@ K2=6.12.48+deb13-amd64 # another kernel of the same host
 VM="SMP preempt mod_unload modversions "
 
 # mkko FILE NAME VERMAGIC VERSION STYLE SYM=CRC[:gpl]...: a module file
-# exporting SYMs. STYLE: kcrctab (CRCs in __kcrctab*, Linux 5.19 on) or abs
-# (absolute __crc_ symbols, before). FILE's suffix compresses it (.xz, .zst, .gz).
+# exporting SYMs. STYLE: kcrctab (CRCs in __kcrctab*, Linux 5.19 on), flags
+# (one __ksymtab and __kcrctab, GPL-only a bit in __kflagstab, 6.19 on) or
+# abs (absolute __crc_ symbols, before 5.19). FILE's suffix compresses it
+# (.xz, .zst, .gz).
 mkko() {
 	local file=$1 name=$2 vermagic=$3 version=$4 style=$5 s sym crc sec
 	shift 5
@@ -34,8 +36,14 @@ mkko() {
 		echo '	.section __ksymtab_strings,"aMS",@progbits,1'
 		for s in "$@"; do echo "	.asciz \"${s%%=*}\""; done
 		for s in "$@"; do
-			sym=${s%%=*} crc=${s#*=} sec=
-			case $crc in *:gpl) sec=_gpl crc=${crc%:gpl} ;; esac
+			sym=${s%%=*} crc=${s#*=} sec='' gpl=0
+			case $crc in *:gpl) sec=_gpl crc=${crc%:gpl} gpl=1 ;; esac
+			if [ "$style" = flags ]; then
+				sec=
+				echo '	.section __kflagstab,"a"'
+				echo "	.globl __flags_$sym"
+				echo "__flags_$sym: .byte $gpl"
+			fi
 			echo "	.section __ksymtab$sec,\"a\""
 			echo "	.globl __ksymtab_$sym"
 			echo "__ksymtab_$sym: .long 0, 0, 0"
@@ -175,6 +183,20 @@ exit_is abs-builds 0
 crc_is abs-crc nvidia_p2p_get_pages 0x89abcdef nvidia EXPORT_SYMBOL_GPL
 crc_is abs-crc-leading-zeros nvidia_p2p_put_pages 0x00c0ffee nvidia EXPORT_SYMBOL_GPL
 crc_is abs-ofed-ib-core ib_register_peer_memory_client 0x4d5e6f70 ib_core EXPORT_SYMBOL
+
+# --- Linux 6.19 on: GPL-only in __kflagstab, one __ksymtab ----------------------
+r=$work/flags
+K73=7.3.4+deb13-amd64
+kernel_rdma "$r" "$K73" .xz
+mkko "$r/lib/modules/$K73/updates/dkms/nvidia.ko.xz" nvidia "$K73 $VM" 595.44.02 flags \
+	nvidia_p2p_get_pages=0x1a2b3c4d nvidia_p2p_put_pages=0x2b3c4d5e:gpl
+# shellcheck disable=SC2086
+mkko "$r/lib/modules/$K73/updates/dkms/ib_uverbs.ko.xz" ib_uverbs "$K73 $VM" 25.10 flags $PEER
+index "$r" "$K73"
+run flags "$r" "$K73"
+exit_is flags-builds 0
+crc_is flags-not-gpl nvidia_p2p_get_pages 0x1a2b3c4d nvidia EXPORT_SYMBOL
+crc_is flags-gpl nvidia_p2p_put_pages 0x2b3c4d5e nvidia EXPORT_SYMBOL_GPL
 
 # --- refusals: a clear error, no table ---------------------------------------
 # The driver's DKMS source is registered and built for another kernel only;
