@@ -101,10 +101,11 @@ modinfo_field() { # ELF FIELD
 # lines (0xCRC, symbol, module, export type). Each CRC is the symbol
 # __crc_<sym>: an absolute symbol whose value is the CRC (before Linux
 # 5.19), or a 32-bit word at the symbol's offset in its __kcrctab* section,
-# in the file's byte order. The export type: since Linux 6.19 a byte at
-# __flags_<sym> in __kflagstab, bit 0 GPL only (KSYM_FLAG_GPL_ONLY,
-# include/linux/module_symbol.h); before, the section of __ksymtab_<sym>
-# (or of the CRC): *_gpl is EXPORT_SYMBOL_GPL.
+# in the file's byte order. The export type: in newer kernels (the
+# kernel's "module: use kflagstab instead of *_gpl sections"; Debian's 7.3
+# has it, its 6.12 not) a byte at __flags_<sym> in __kflagstab, bit 0 GPL
+# only (KSYM_FLAG_GPL_ONLY, include/linux/module_symbol.h); before, the
+# section of __ksymtab_<sym> (or of the CRC): *_gpl is EXPORT_SYMBOL_GPL.
 ko_exports() { # ELF MODNAME RE
 	readelf -hW "$1" >"$tmp/hdr" 2>/dev/null || fail "$1: not an ELF file"
 	big=$(grep -c 'big endian' "$tmp/hdr" || :)

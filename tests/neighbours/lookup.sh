@@ -25,7 +25,8 @@ VM="SMP preempt mod_unload modversions "
 
 # mkko FILE NAME VERMAGIC VERSION STYLE SYM=CRC[:gpl]...: a module file
 # exporting SYMs. STYLE: kcrctab (CRCs in __kcrctab*, Linux 5.19 on), flags
-# (one __ksymtab and __kcrctab, GPL-only a bit in __kflagstab, 6.19 on) or
+# (one __ksymtab and __kcrctab, GPL-only a bit in __kflagstab: Debian's
+# 7.3, not its 6.12) or
 # abs (absolute __crc_ symbols, before 5.19). FILE's suffix compresses it
 # (.xz, .zst, .gz).
 mkko() {
@@ -184,7 +185,7 @@ crc_is abs-crc nvidia_p2p_get_pages 0x89abcdef nvidia EXPORT_SYMBOL_GPL
 crc_is abs-crc-leading-zeros nvidia_p2p_put_pages 0x00c0ffee nvidia EXPORT_SYMBOL_GPL
 crc_is abs-ofed-ib-core ib_register_peer_memory_client 0x4d5e6f70 ib_core EXPORT_SYMBOL
 
-# --- Linux 6.19 on: GPL-only in __kflagstab, one __ksymtab ----------------------
+# --- newer kernels (7.3): GPL-only in __kflagstab, one __ksymtab ---------------
 r=$work/flags
 K73=7.3.4+deb13-amd64
 kernel_rdma "$r" "$K73" .xz
