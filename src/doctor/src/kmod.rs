@@ -306,6 +306,17 @@ pub struct Rule {
     pub kind: RuleKind,
 }
 
+/// The install rule modprobe follows among `rules`: the first it reads,
+/// reading the files in the order of their names across the modprobe.d
+/// directories (modprobe.d(5)); a later one is shadowed.
+pub fn effective_install(rules: &[Rule]) -> Option<&Rule> {
+    let file_name = |r: &Rule| r.file.rsplit('/').next().unwrap_or("").to_string();
+    rules
+        .iter()
+        .filter(|r| matches!(r.kind, RuleKind::Install { .. }))
+        .min_by_key(|r| file_name(r))
+}
+
 /// The modprobe.d rules that name module `name` (dashes and underscores alike).
 pub fn modprobe_rules(root: &Root, name: &str) -> Vec<Rule> {
     let want = normalize(name);
@@ -475,6 +486,37 @@ mod tests {
             parse_install("/bin/false"),
             (vec![], vec!["false".to_string()])
         );
+    }
+
+    #[test]
+    fn effective_install_is_first_by_file_name() {
+        let rule = |file: &str, kind: RuleKind| Rule {
+            file: file.to_string(),
+            text: String::new(),
+            kind,
+        };
+        let install = |loads: &str| RuleKind::Install {
+            loads: vec![loads.to_string()],
+            runs: Vec::new(),
+        };
+        let rules = [
+            rule(
+                "/etc/modprobe.d/nvidia.conf",
+                install("nvidia_current_peermem"),
+            ),
+            rule(
+                "/usr/lib/modprobe.d/00-nvidia-peer-memory.conf",
+                RuleKind::Other("softdep".into()),
+            ),
+            rule(
+                "/usr/lib/modprobe.d/00-nvidia-peer-memory.conf",
+                install("nvidia_peermem"),
+            ),
+            rule("/etc/modprobe.d/zz.conf", install("other_peermem")),
+        ];
+        let first = effective_install(&rules).expect("an install rule");
+        assert_eq!(first.kind, install("nvidia_peermem"));
+        assert!(effective_install(&rules[1..2]).is_none());
     }
 
     #[test]

@@ -151,13 +151,7 @@ pub(crate) fn modprobe(ctx: &Ctx<'_>) -> Check {
             ));
         }
     }
-    // modprobe uses the first install rule it reads, reading the files in
-    // the order of their names (modprobe.d(5)): a later one is shadowed.
-    let file_name = |r: &kmod::Rule| r.file.rsplit('/').next().unwrap_or("").to_string();
-    let effective = rules
-        .iter()
-        .filter(|r| matches!(r.kind, RuleKind::Install { .. }))
-        .min_by_key(|r| file_name(r));
+    let effective = kmod::effective_install(&rules);
     for rule in &rules {
         match &rule.kind {
             RuleKind::Install { .. } if effective.is_some_and(|e| !std::ptr::eq(e, rule)) => {

@@ -98,20 +98,17 @@ const OPERATOR_DRIVER_ROOT: &str = "/run/nvidia/driver";
 const OPERATOR_MOFED_ROOT: &str = "/run/mellanox/drivers";
 
 /// The peermem file `modprobe nvidia-peermem` loads for `release`: the
-/// first install rule (files in name order, as modprobe reads them) that
-/// loads a peermem module, else the modules.dep entry of the name.
+/// peermem module the install rule modprobe follows loads, else the
+/// modules.dep entry of the name.
 fn modprobe_loads(ctx: &Ctx<'_>, release: &str) -> Option<kmod::ModFile> {
-    let mut rules = kmod::modprobe_rules(ctx.root, MODULE);
-    rules.sort_by(|a, b| a.file.rsplit('/').next().cmp(&b.file.rsplit('/').next()));
-    let name = rules
-        .iter()
-        .find_map(|r| match &r.kind {
-            kmod::RuleKind::Install { loads, .. } => {
-                loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
-            }
-            _ => None,
-        })
-        .unwrap_or_else(|| MODULE.to_string());
+    let rules = kmod::modprobe_rules(ctx.root, MODULE);
+    let name = match kmod::effective_install(&rules).map(|r| &r.kind) {
+        Some(kmod::RuleKind::Install { loads, .. }) => {
+            loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
+        }
+        _ => None,
+    }
+    .unwrap_or_else(|| MODULE.to_string());
     let rel = kmod::modprobe_target(ctx.root, release, &name)?;
     ctx.files.iter().find(|f| f.rel == rel).cloned()
 }
