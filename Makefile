@@ -284,7 +284,7 @@ check-arm64-dkms:
 	@tests/arm64-dkms.sh
 
 # The neighbours' real packages in the order an admin installs them
-# (tests/neighbours/run.sh; not in make check: cold about 25 minutes).
+# (tests/neighbours/run.sh; not in make check: cold about 13 minutes).
 check-neighbours:
 	@tests/neighbours/run.sh
 

@@ -48,8 +48,8 @@ CONF=/etc/nvidia-peer-memory/exporters.conf
 moddir=$root/lib/modules/$KREL
 me=find-symvers
 
-# What each exporter is known by: the symbol that finds it, the CRCs taken
-# from it (an awk regex on symbol names), what to call it.
+# What each exporter is known by: the symbol that finds it, and the CRCs
+# taken from it (an awk regex on symbol names).
 DRIVER_SYM=nvidia_p2p_get_pages
 DRIVER_RE='^nvidia_p2p_'
 RDMA_SYM=ib_register_peer_memory_client
@@ -70,7 +70,7 @@ fail() {
 # build without MODVERSIONS): the kernel would refuse the module.
 check_table() { # FILE
 	[ -f "$1" ] || fail "$1: no such file"
-	if awk '($2 ~ /^nvidia_p2p_/ || $2 ~ /_peer_memory_client$/) && $1 ~ /^0x0+$/ { bad = 1 } END { exit !bad }' "$1"; then
+	if awk -v re="$DRIVER_RE|$RDMA_RE" '$2 ~ re && $1 ~ /^0x0+$/ { bad = 1 } END { exit !bad }' "$1"; then
 		fail "$1 has CRCs of 0: it is not from a CONFIG_MODVERSIONS build for $KREL; rebuild the package it belongs to for $KREL"
 	fi
 }
