@@ -14,6 +14,10 @@
 #     here yet: the MOFED simulator stands in, installed where MOFED's DKMS
 #     package puts its modules), the trigger's dkms-rebuild builds the
 #     module with the real driver's CRCs;
+#   - the GPU simulator built as this driver's stand-in (its nv-p2p.h, the
+#     kernel headers its nv-p2p.c includes, its export type): its CRCs are
+#     the driver's, and Debian's 6.12 image boots the module DKMS built
+#     against the real driver beside it (01, 02, 40, 41; page tables 1.2);
 #   - modprobe loads ours, not the driver package's own peermem; the
 #     doctor agrees with DKMS.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
@@ -162,10 +166,42 @@ check ours-first-says-why sh -c "grep -q 'nvidia-peer-memory: not built for $K y
 	grep -qF \"the RDMA core's (ib_register_peer_memory_client): no module of $K exports it; $K's RDMA core ($MODS/kernel/drivers/infiniband/core/ib_\" '$LOGS/ours-first.log'"
 check ours-first-driver-found sh -c "! grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages)\" '$LOGS/ours-first.log'"
 
+# --- the simulators for 6.12, the GPU's as this driver's stand-in ------------------
+# The real nvidia.ko cannot load without a GPU: the guest keeps the GPU
+# simulator, built from the installed driver's own nv-p2p.h (page-table ABI
+# 1.2), with the kernel headers its nv-p2p.c includes itself
+# (driver-includes.sh; cached beside the layer) and its export type, so that
+# its CRCs are the driver's and a module built against the driver loads
+# beside it.
+DRV_SRC=/usr/src/${DRIVER_DKMS%/*}-${DRIVER_DKMS#*/}
+SIMIN=$REPO/build/neighbours
+INCS=$LAYER.p2p-includes.h
+mkdir -p "$SIMIN"
+if [ ! -s "$INCS" ]; then
+	step "the kernel headers $DRV_SRC/nvidia/nv-p2p.c includes (the driver's conftest, then gcc -H: about 2 minutes; cached)"
+	if inroot "sh src/tests/neighbours/driver-includes.sh $DRV_SRC $K /tmp/p2p-includes.h" >"$LOGS/driver-includes.log" 2>&1; then
+		cp "$ROOT/tmp/p2p-includes.h" "$INCS.tmp" && mv "$INCS.tmp" "$INCS"
+	fi
+fi
+if [ -s "$INCS" ]; then ok "driver-includes ($(wc -l <"$INCS") kernel headers)"; else bad driver-includes "see $LOGS/driver-includes.log"; fi
+cp "$INCS" "$SIMIN/p2p-includes.h" 2>/dev/null
+cp "$ROOT$DRV_SRC/nvidia/nv-p2p.h" "$SIMIN/nv-p2p.h"
+DRV_EXPORT=$(inroot "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_get_pages\$'" | cut -f4)
+step "the simulators for $K: the GPU's from $DRV_SRC/nvidia/nv-p2p.h, exported with $DRV_EXPORT"
+if env -u NVPM_IN_NS NVPM_KERNEL_ENV=kernel-6.12.env scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" \
+	NVPM_SIM_NV_P2P_H=/src/build/neighbours/nv-p2p.h NVPM_SIM_KERNEL_INCLUDES=/src/build/neighbours/p2p-includes.h NVPM_SIM_EXPORT="$1" sims' \
+	sh "$DRV_EXPORT" >"$LOGS/sims.log" 2>&1; then ok sims-built; else bad sims-built "see $LOGS/sims.log"; fi
+# Symbol, CRC and export type, side by side: the driver's and the simulator's.
+inroot "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk -F '\t' '{ print \$2, \$1, \$4 }' | sort" >"$LOGS/crcs-driver.txt" 2>&1
+awk -F '\t' '$2 ~ /^nvidia_p2p_/ { print $2, $1, $4 }' tests/sim/Module.symvers | sort >"$LOGS/crcs-sim.txt"
+join -a 1 "$LOGS/crcs-driver.txt" "$LOGS/crcs-sim.txt" >"$LOGS/crcs-side-by-side.txt"
+check sim-crcs-are-drivers awk -v n="$(wc -l <"$LOGS/crcs-sim.txt")" '
+	NF != 5 { next } { both++ } $2 != $4 || $3 != $5 { print "differs: " $0; bad = 1 }
+	END { if (both < 8 || both != n) { print both " of the simulator'"'"'s " n " exports are the driver'"'"'s"; bad = 1 } exit bad }' "$LOGS/crcs-side-by-side.txt"
+
 # --- the RDMA core arrives: its trigger builds ours with the driver's CRCs ----------
 step "the RDMA core's modules for $K (the MOFED simulator, a stand-in), then the trigger's dkms-rebuild (carried mode, 3-5 minutes)"
-if env -u NVPM_IN_NS NVPM_KERNEL_ENV=kernel-6.12.env scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' \
-	>"$LOGS/sims.log" 2>&1 && cp tests/sim/mofed_peer_sim.ko "$ROOT$MODS/updates/dkms/" && inr "$ROOT" depmod "$K"; then
+if cp tests/sim/mofed_peer_sim.ko "$ROOT$MODS/updates/dkms/" && inr "$ROOT" depmod "$K"; then
 	ok rdma-core-installed; else bad rdma-core-installed "see $LOGS/sims.log"; fi
 if inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/rebuild.log" 2>&1 &&
 	grep -q "building nvidia-peer-memory $V for $K (the modules it imports from are installed now)" "$LOGS/rebuild.log"; then
@@ -180,6 +216,27 @@ insh crcs-carried-are-drivers "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*) &&
 	sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$2, tolower(\$1) }' | sort >/tmp/driver
 	test \$(wc -l </tmp/carried) -ge 5 && test \$(join /tmp/carried /tmp/driver | wc -l) = \$(wc -l </tmp/carried) &&
 	join /tmp/carried /tmp/driver | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
+
+# --- a guest: Debian's 6.12 loads the module built against the real driver ---------
+# beside the simulator that carries the driver's CRCs; the load test, symbol
+# versions, and the client scenarios on the 1.2 page table of the driver's
+# header, which the module's build took too (its banner says 1.x).
+step "Debian's $K boots the module DKMS built against the real driver (01, 02, 40, 41; page tables 1.2)"
+if inr "$ROOT" sh -c "xz -dc \$(ls $MODS/updates/dkms/nvidia_peermem.ko*)" >"$SIMIN/nvidia_peermem.ko" 2>"$LOGS/guest.log"; then
+	GUEST_PEERMEM_KO=build/neighbours/nvidia_peermem.ko GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+		GUEST_SCENARIOS='0[12]-* 4[01]-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1" GUEST_OUT=build/guest-neighbours \
+		env -u NVPM_IN_NS NVPM_KERNEL_ENV=kernel-6.12.env scripts/in-chroot.sh tests/guest/run.sh >"$LOGS/guest.log" 2>&1
+	grep -E '^  (FAIL|SKIP) ' "$LOGS/guest.log" | sed 's/^/  guest:/'
+	summary=$(grep '^GUEST-SUMMARY ' "$LOGS/guest.log")
+	if [[ $summary =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+		pass=$((pass + BASH_REMATCH[1])) fail=$((fail + BASH_REMATCH[2]))
+		echo "  guest on $K: ${BASH_REMATCH[1]} passed, ${BASH_REMATCH[2]} failed (log $LOGS/guest.log)"
+	else
+		bad guest "no guest summary, see $LOGS/guest.log"
+	fi
+else
+	bad guest "no nvidia_peermem.ko for $K in the root"
+fi
 
 # --- modprobe loads ours, not the driver package's own peermem ---------------------
 # Debian's nvidia-kernel-support routes nvidia-peermem to nvidia-current-peermem

@@ -57,6 +57,16 @@
  */
 #define pr_fmt(fmt) "gpu_sim: " fmt
 
+/*
+ * NVPM_SIM_KERNEL_INCLUDES: the kernel headers a driver's nv-p2p.c includes
+ * itself, first and in its order (tests/neighbours). genksyms expands a
+ * struct only where the unit defines it, so the CRCs of the exports that
+ * reach struct pci_dev equal the driver's only with the driver's includes.
+ */
+#ifdef NVPM_SIM_KERNEL_INCLUDES
+#include NVPM_SIM_KERNEL_INCLUDES
+#endif
+
 #include <linux/bitmap.h>
 #include <linux/delay.h>
 #include <linux/hashtable.h>
@@ -72,8 +82,43 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 
+/*
+ * NVPM_SIM_NV_P2P_H: an installed driver's own nv-p2p.h (tests/neighbours),
+ * so that genksyms gives the exports the driver's CRCs; then the exported
+ * definitions below must name the header's types (uint64_t, not u64).
+ */
+#ifdef NVPM_SIM_NV_P2P_H
+#include NVPM_SIM_NV_P2P_H
+#else
 #include "nv-p2p.h"
+#endif
 #include "sim_common.h"
+
+/* Before 570.86 the persistent API takes no flag: any is -EINVAL. */
+#ifndef NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
+#define NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING 0
+#endif
+
+/*
+ * As the driver exports nvidia_p2p_*: NV_EXPORT_SYMBOL, GPL-only in the
+ * open modules (550 on) and plain in the proprietary ones (Debian's
+ * nvidia-kernel-dkms). NVPM_SIM_EXPORT picks; the open driver by default.
+ */
+#ifndef NVPM_SIM_EXPORT
+#define NVPM_SIM_EXPORT EXPORT_SYMBOL_GPL
+#endif
+
+/*
+ * The 2.0 table's flags word. A 1.2 header (drivers before 580) has none:
+ * then every table is 1.2 (page_table_version is refused otherwise).
+ */
+#ifdef NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE
+#define GSIM_PT_HAS_FLAGS 1
+#define GSIM_PT_FLAG_CPU_CACHEABLE NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE
+#else
+#define GSIM_PT_HAS_FLAGS 0
+#define GSIM_PT_FLAG_CPU_CACHEABLE 0
+#endif
 
 /* Linux 5.10 lacks it (lockdep.h has the other lock_map_* forms). */
 #ifndef lock_map_acquire_try
@@ -117,7 +162,7 @@ MODULE_PARM_DESC(vram_mb, "Size of the fake GPU memory in MiB (default 4096)");
 
 enum gsim_pt_abi { PT_ABI_1_2, PT_ABI_2_0 };
 static const char *const gsim_pt_abi_names[] = { "1.2", "2.0" };
-static int page_table_version = PT_ABI_2_0;
+static int page_table_version = GSIM_PT_HAS_FLAGS ? PT_ABI_2_0 : PT_ABI_1_2;
 static struct sim_enum_param page_table_version_param = {
 	gsim_pt_abi_names, ARRAY_SIZE(gsim_pt_abi_names), &page_table_version
 };
@@ -598,6 +643,17 @@ static struct nvidia_p2p_page **gsim_alloc_pages(u32 n)
 	return pages;
 }
 
+/*
+ * The flags word of a 2.0 table; with our header, a 1.2 table's trailer. A
+ * 1.2 header has no such word: nothing is written.
+ */
+static void gsim_set_pt_flags(struct nvidia_p2p_page_table *pt, u32 flags)
+{
+#if GSIM_PT_HAS_FLAGS
+	pt->flags = flags;
+#endif
+}
+
 /* Fills the client-visible table of a new pin, bad data included. */
 static void gsim_fill_table(struct gsim_pin *pin)
 {
@@ -609,9 +665,9 @@ static void gsim_fill_table(struct gsim_pin *pin)
 	for (i = 0; i < n; i++)
 		pin->page_ptrs[i]->physical_address =
 			gsim_page_addr(pin->buf->frames[first + i], pin->force_bar1);
-	if (READ_ONCE(page_table_version) == PT_ABI_1_2) {
+	if (!GSIM_PT_HAS_FLAGS || READ_ONCE(page_table_version) == PT_ABI_1_2) {
 		pt->version = GSIM_PT_VERSION_1_2;
-		pt->flags = GSIM_V1_TRAILER;
+		gsim_set_pt_flags(pt, GSIM_V1_TRAILER);
 	} else {
 		/*
 		 * Over C2C the pages are CPU-cacheable, over BAR1 not (p2p.c
@@ -620,8 +676,9 @@ static void gsim_fill_table(struct gsim_pin *pin)
 		 * sets it anyway.
 		 */
 		pt->version = GSIM_PT_VERSION_2_0;
-		pt->flags = READ_ONCE(cpu_cacheable) || (coherent && !pin->force_bar1) ?
-			    NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE : 0;
+		gsim_set_pt_flags(pt, READ_ONCE(cpu_cacheable) ||
+				  (coherent && !pin->force_bar1) ?
+				  GSIM_PT_FLAG_CPU_CACHEABLE : 0);
 	}
 	pt->page_size = NVIDIA_P2P_PAGE_SIZE_64KB;
 	pt->pages = pin->page_ptrs;
@@ -735,7 +792,7 @@ static void gsim_quarantine(struct gsim_pin *pin)
 	/* entries and pages stay: a stale reader walks poison, not wild pointers. */
 	pin->pt->version = POISON_FREE * 0x01010101U;
 	pin->pt->page_size = POISON_FREE * 0x01010101U;
-	pin->pt->flags = POISON_FREE * 0x01010101U;
+	gsim_set_pt_flags(pin->pt, POISON_FREE * 0x01010101U);
 	pin->pt->gpu_uuid = poisoned_uuid;
 	list_add_tail(&pin->quarantine_node, &gsim.quarantine);
 	if (++gsim.nquarantined > GSIM_MAX_QUARANTINED)
@@ -1071,8 +1128,9 @@ static void gsim_put_pin(struct gsim_pin *pin)
 
 /* ---- The exported API ------------------------------------------------- */
 
-int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
-			 u64 length, struct nvidia_p2p_page_table **page_table,
+int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space,
+			 uint64_t virtual_address, uint64_t length,
+			 struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data)
 {
 	int ret = gsim_enter(FN_GET_PAGES, true);
@@ -1096,11 +1154,11 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 	}
 	return gsim_result(FN_GET_PAGES, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
+NVPM_SIM_EXPORT(nvidia_p2p_get_pages);
 
-int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
-				    u32 flags)
+				    uint32_t flags)
 {
 	int ret = gsim_enter(FN_GET_PAGES_PERSISTENT, true);
 
@@ -1124,7 +1182,7 @@ int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 	gsim_api_unlock();
 	return gsim_result(FN_GET_PAGES_PERSISTENT, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
+NVPM_SIM_EXPORT(nvidia_p2p_get_pages_persistent);
 
 /*
  * Test knob revoked_put_errno: a put of a table whose callback already ran
@@ -1241,7 +1299,8 @@ static int gsim_put(enum gsim_fn fn, u64 va, struct nvidia_p2p_page_table *pt,
 	return 0;
 }
 
-int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space,
+			 uint64_t virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
 	struct gsim_pin *pin;
@@ -1269,11 +1328,11 @@ int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 	}
 	return gsim_result(FN_PUT_PAGES, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
+NVPM_SIM_EXPORT(nvidia_p2p_put_pages);
 
-int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
-				    u32 flags)
+				    uint32_t flags)
 {
 	int ret;
 
@@ -1297,7 +1356,7 @@ int nvidia_p2p_put_pages_persistent(u64 virtual_address,
 	}
 	return gsim_result(FN_PUT_PAGES_PERSISTENT, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
+NVPM_SIM_EXPORT(nvidia_p2p_put_pages_persistent);
 
 /* A no-op in modern drivers; callable from a free callback. */
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
@@ -1305,7 +1364,7 @@ int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 	atomic_long_inc(&gsim.calls[FN_FREE_PAGE_TABLE]);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
+NVPM_SIM_EXPORT(nvidia_p2p_free_page_table);
 
 /* A no-op in modern drivers; callable from a free callback. */
 int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping)
@@ -1313,7 +1372,7 @@ int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping)
 	atomic_long_inc(&gsim.calls[FN_FREE_DMA_MAPPING]);
 	return 0;
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_free_dma_mapping);
+NVPM_SIM_EXPORT(nvidia_p2p_free_dma_mapping);
 
 /* Whether @pdev is a PCI device, without dereferencing it. */
 static bool gsim_is_pci_dev(struct pci_dev *pdev)
@@ -1665,7 +1724,7 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 		gsim_put_pin(pin);
 	return gsim_result(FN_DMA_MAP_PAGES, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
+NVPM_SIM_EXPORT(nvidia_p2p_dma_map_pages);
 
 /* dma_unmap_pages with the table's semaphore held. */
 static int gsim_dma_unmap(struct gsim_pin *pin, struct pci_dev *peer,
@@ -1735,7 +1794,7 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 	gsim_put_pin(pin);
 	return gsim_result(FN_DMA_UNMAP_PAGES, ret);
 }
-EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
+NVPM_SIM_EXPORT(nvidia_p2p_dma_unmap_pages);
 
 /* ---- cudaFree: the free callbacks ------------------------------------- */
 
@@ -2203,6 +2262,10 @@ static int __init gsim_init(void)
 	gsim.nframes = ((unsigned long)vram_mb << 20) >> GSIM_PAGE_SHIFT;
 	if (!gsim.nframes)
 		return -EINVAL;
+	if (!GSIM_PT_HAS_FLAGS && page_table_version != PT_ABI_1_2) {
+		pr_err("page_table_version=2.0: built with a 1.2 nv-p2p.h, whose table has no flags\n");
+		return -EINVAL;
+	}
 	gsim.frame_map = bitmap_zalloc(gsim.nframes, GFP_KERNEL);
 	if (!gsim.frame_map)
 		return -ENOMEM;
