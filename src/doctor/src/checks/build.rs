@@ -100,6 +100,8 @@ struct Installed {
     exports: BTreeMap<String, (u32, String)>,
     detail: Vec<String>,
     unread: Vec<String>,
+    /// Whose exporter no installed module is, by the symbol that finds it.
+    missing: Vec<(&'static str, &'static str)>,
 }
 
 /// The CRCs the installed exporters export for our imports.
@@ -107,11 +109,13 @@ fn installed_exports(ctx: &Ctx<'_>, release: &str) -> Installed {
     let mut exports = BTreeMap::new();
     let mut unread = Vec::new();
     let mut detail = Vec::new();
+    let mut missing = Vec::new();
     for (whose, symbol) in EXPORTERS {
         let Some(file) = exporter_file(ctx, release, symbol) else {
             detail.push(format!(
                 "{whose}: no module installed for {release} exports {symbol}"
             ));
+            missing.push((whose, symbol));
             continue;
         };
         let Some(ko) = read_ko(ctx, &file) else {
@@ -146,6 +150,23 @@ fn installed_exports(ctx: &Ctx<'_>, release: &str) -> Installed {
         exports,
         detail,
         unread,
+        missing,
+    }
+}
+
+/// What to install when `whose` exporter is gone for `release`.
+fn install_exporter(whose: &str, release: &str) -> String {
+    if whose == EXPORTERS[1].0 {
+        format!(
+            "install the RDMA core with the peer-memory API for {release} (MLNX_OFED or DOCA-OFED: \
+             mlnx-ofed-kernel-dkms on Debian and Ubuntu, mlnx-ofa_kernel-dkms on RPM hosts; with DKMS, \
+             `dkms autoinstall -k {release}`); the installed {MODULE}.ko stays as built and loads again then"
+        )
+    } else {
+        format!(
+            "install the NVIDIA driver's kernel modules for {release} (with its DKMS package, \
+             `dkms autoinstall -k {release}`); the installed {MODULE}.ko stays as built and loads again then"
+        )
     }
 }
 
@@ -243,6 +264,27 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
         let found = installed_exports(ctx, release);
         detail.extend(found.detail);
         unread = found.unread;
+        // An exporter removed (OFED uninstalled) while the module that
+        // imports from it stays: its CRCs match nothing the kernel has.
+        for (whose, symbol) in found.missing {
+            if !ko.crcs.contains_key(symbol) {
+                continue;
+            }
+            let summary = format!(
+                "the installed {MODULE}.ko imports {symbol} from {whose}, and no module installed for {release} exports it"
+            );
+            if ctx.ours.is_some() {
+                warn.push((
+                    format!("{summary}: the loaded one keeps working until it is unloaded"),
+                    install_exporter(whose, release),
+                ));
+            } else {
+                fail.push((
+                    format!("{summary}: modprobe will refuse it (\"Unknown symbol {symbol}\")"),
+                    install_exporter(whose, release),
+                ));
+            }
+        }
         let exports = found.exports;
         let stale: Vec<String> = ko
             .crcs

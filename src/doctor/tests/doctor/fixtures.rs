@@ -42,6 +42,7 @@ fixtures! {
     cmdline_forbidden => "cmdline-forbidden",
     crc_exporters_deb13 => "crc-exporters-deb13",
     crc_exporters_deb13_stale => "crc-exporters-deb13-stale",
+    crc_exporter_removed => "crc-exporter-removed",
     crc_exporters_unreadable => "crc-exporters-unreadable",
     crc_refused_nvidia => "crc-refused-nvidia",
     crc_refused_operator => "crc-refused-operator",
