@@ -17,6 +17,10 @@ cpus_busy() { # "busy total"
 	read -r busy0 total0 <<<"$1"
 	awk -v b=$((busy - busy0)) -v t=$((total - total0)) -v n="$(nproc)" 'BEGIN { printf "%.1f of %d CPUs busy", t ? n * b / t : 0, n }'
 }
+# NVPM_CHECK_SINCE and NVPM_CHECK_TIMES (the suites done, seconds each): the
+# suites' progress lines (step) add them, so that the last lines of a run
+# cut short say where its time went.
+export NVPM_CHECK_SINCE=$EPOCHSECONDS NVPM_CHECK_TIMES=
 run_suite() { # name command...
 	local name=$1 log=build/logs/$1.log t1=$SECONDS c1
 	c1=$(cpu_times)
@@ -25,6 +29,7 @@ run_suite() { # name command...
 	"$@" 2>&1 | tee "$log"
 	summary_add "$log" || echo "=== $name: no summary (the suite broke before reporting), counted as 1 failure"
 	echo "=== $name in $((SECONDS - t1)) s ($(cpus_busy "$c1"))"
+	NVPM_CHECK_TIMES+="${NVPM_CHECK_TIMES:+, }$name $((SECONDS - t1))"
 }
 t0=$SECONDS
 c0=$(cpu_times)
@@ -35,6 +40,7 @@ c0=$(cpu_times)
 echo "=== provisioning the trixie root and Debian's 7.3 tree"
 scripts/provision.sh || echo "=== provisioning failed: the suites will say what it broke"
 echo "=== provisioned in $((SECONDS - t0)) s ($(cpus_busy "$c0"))"
+NVPM_CHECK_TIMES="provisioning $((SECONDS - t0))"
 debug_kernel_pid=
 if ! scripts/debug-kernel.sh cached >/dev/null 2>&1; then
 	echo "=== the debug kernel builds in the background (log: build/logs/debug-kernel.log)"

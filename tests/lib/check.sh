@@ -22,7 +22,7 @@ check() {
 	shift
 	if out=$("$@" 2>&1); then ok "$n"; else bad "$n" "$(printf '%s\n' "$out" | tail -n 20)"; fi
 }
-step() { printf '[%4ds] %s\n' "$((SECONDS - T0))" "$*"; }
+step() { printf '[%4ds] %s%s\n' "$((SECONDS - T0))" "$*" "${NVPM_CHECK_SINCE:+ (make check: $((EPOCHSECONDS - NVPM_CHECK_SINCE)) s; ${NVPM_CHECK_TIMES:-})}"; }
 finish() {
 	step "done"
 	echo "$SUMMARY-SUMMARY $pass passed, $fail failed"

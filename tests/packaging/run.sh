@@ -55,7 +55,7 @@ expect_rc() {
 	rc=$?
 	if [ "$rc" = "$want" ]; then ok "$n"; else bad "$n" "exit $rc, expected $want: $out"; fi
 }
-step() { printf '[%4ds] %s\n' "$((SECONDS - T0))" "$*"; }
+step() { printf '[%4ds] %s%s\n' "$((SECONDS - T0))" "$*" "${NVPM_CHECK_SINCE:+ (make check: $((EPOCHSECONDS - NVPM_CHECK_SINCE)) s; ${NVPM_CHECK_TIMES:-})}"; }
 finish() {
 	step "done"
 	echo "PACKAGING-SUMMARY $pass passed, $fail failed"
