@@ -52,6 +52,16 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 			[ "$now" != "$(cat "$STATE/$kernel.failed" 2>/dev/null)" ] || continue
 			;;
 		esac
+		# On a CONFIG_MODVERSIONS kernel, the modules it imports from may be
+		# gone (OFED or the driver removed): no build can carry their CRCs
+		# (dkms.conf skips it). The module stays, as built against them.
+		if grep -qx 'CONFIG_MODVERSIONS=y' "/lib/modules/$kernel/build/.config" 2>/dev/null &&
+			! why=$(sh "/usr/src/$NAME-$ver/scripts/find-symvers.sh" --sources "$kernel" 2>&1 >/dev/null); then
+			echo "$now" >"$STATE/$kernel.failed"
+			say "warning: not rebuilt for $kernel: ${why#find-symvers: }" >&2
+			say "the installed module stays as it was built; it loads again once those modules are back" >&2
+			continue
+		fi
 		say "rebuilding $NAME $ver for $kernel (the GPU driver or RDMA stack changed)"
 		# `dkms build --force` drops the old build before it knows the new one
 		# works, so try it in a scratch tree first.

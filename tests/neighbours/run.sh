@@ -19,7 +19,9 @@
 #     the driver's, and Debian's 6.12 image boots the module DKMS built
 #     against the real driver beside it (01, 02, 40, 41; page tables 1.2);
 #   - modprobe loads ours, not the driver package's own peermem; the
-#     doctor agrees with DKMS.
+#     doctor agrees with DKMS;
+#   - the RDMA core removed: the trigger's rebuild keeps the module and
+#     says why, and the doctor names what to install.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
@@ -250,14 +252,17 @@ insh modprobe-loads-ours "modprobe -S $K -n -v --ignore-install nvidia_peermem 2
 # so the test's is laid over it, and /proc/config.gz (the host's, where it
 # has one) by the configuration of the kernel under test.
 printf '%s\n' "$K" >"$RUN/osrelease"
-mount --bind "$RUN/osrelease" "$ROOT/proc/sys/kernel/osrelease"
-if [ -e "$ROOT/proc/config.gz" ]; then
-	gzip -c "$ROOT/boot/config-$K" >"$RUN/config.gz" && mount --bind "$RUN/config.gz" "$ROOT/proc/config.gz"
-fi
-inroot "nvidia-peermem-doctor --verbose" >"$LOGS/doctor.txt" 2>&1
-inroot "nvidia-peermem-doctor --json" >"$LOGS/doctor.json" 2>/dev/null
-umount "$ROOT/proc/config.gz" 2>/dev/null
-umount "$ROOT/proc/sys/kernel/osrelease"
+doctor() { # NAME: the doctor's table and JSON, as $LOGS/NAME.txt and NAME.json
+	mount --bind "$RUN/osrelease" "$ROOT/proc/sys/kernel/osrelease"
+	if [ -e "$ROOT/proc/config.gz" ]; then
+		gzip -c "$ROOT/boot/config-$K" >"$RUN/config.gz" && mount --bind "$RUN/config.gz" "$ROOT/proc/config.gz"
+	fi
+	inroot "nvidia-peermem-doctor --verbose" >"$LOGS/$1.txt" 2>&1
+	inroot "nvidia-peermem-doctor --json" >"$LOGS/$1.json" 2>/dev/null
+	umount "$ROOT/proc/config.gz" 2>/dev/null
+	umount "$ROOT/proc/sys/kernel/osrelease"
+}
+doctor doctor
 check doctor-build-matches python3 -c "
 import json, sys
 c = {c['id']: c for c in json.load(open('$LOGS/doctor.json'))['checks']}
@@ -272,6 +277,32 @@ import json, sys
 c = {c['id']: c for c in json.load(open('$LOGS/doctor.json'))['checks']}
 m = c['conflict.modprobe']
 assert m['status'] == 'INFO' and 'its install rule is shadowed by /usr/lib/modprobe.d/00-nvidia-peer-memory.conf' in m['detail'], m
+"
+
+# --- OFED removed: the module stays, the rebuild and the doctor say why ------------
+# MOFED's package removed: its modules go (the stand-in's here), depmod
+# indexes the kernel's own ib_core, which lacks the peer-memory API, and
+# the package's trigger runs dkms-rebuild. No build can carry the CRCs of
+# an RDMA core that is not there: the installed module stays as built.
+step "the RDMA core removed (its modules gone for $K), then the trigger's dkms-rebuild"
+ko_sum=$(inr "$ROOT" sh -c "sha256sum $MODS/updates/dkms/nvidia_peermem.ko*")
+if rm "$ROOT$MODS/updates/dkms/mofed_peer_sim.ko" && inr "$ROOT" depmod "$K"; then ok ofed-removed; else bad ofed-removed "cannot remove $MODS/updates/dkms/mofed_peer_sim.ko"; fi
+inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-removed.log" 2>&1
+check ofed-removed-says-why sh -c "grep -qF 'nvidia-peer-memory: warning: not rebuilt for $K: ' '$LOGS/ofed-removed.log' &&
+	grep -qF \"the RDMA core's (ib_register_peer_memory_client): no module of $K exports it\" '$LOGS/ofed-removed.log' &&
+	! grep -q 'does not build' '$LOGS/ofed-removed.log'"
+insh ofed-removed-module-kept "dkms status -m nvidia-peer-memory -k $K | grep -q ': installed' && test \"\$(sha256sum $MODS/updates/dkms/nvidia_peermem.ko*)\" = '$ko_sum'"
+# The trigger fires again (another package): nothing more to say.
+inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-removed-again.log" 2>&1
+check ofed-removed-once sh -c "! grep -q . '$LOGS/ofed-removed-again.log'"
+doctor doctor-ofed-removed
+check doctor-ofed-removed python3 -c "
+import json, sys
+c = {c['id']: c for c in json.load(open('$LOGS/doctor-ofed-removed.json'))['checks']}
+b = c['module.build']
+assert b['status'] == 'FAIL', b
+assert 'imports ib_register_peer_memory_client from the RDMA core, and no module installed for $K exports it' in b['summary'], b
+assert 'install the RDMA core with the peer-memory API for $K' in b['fix'], b
 "
 
 umount_root "$ROOT"
