@@ -21,7 +21,9 @@
 #   - modprobe loads ours, not the driver package's own peermem; the
 #     doctor agrees with DKMS;
 #   - the RDMA core removed: the trigger's rebuild keeps the module and
-#     says why, and the doctor names what to install.
+#     says why, and the doctor names what to install; the RDMA core back:
+#     nothing to rebuild; then the driver's package removed with apt-get:
+#     the same, for the driver.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
@@ -303,6 +305,35 @@ b = c['module.build']
 assert b['status'] == 'FAIL', b
 assert 'imports ib_register_peer_memory_client from the RDMA core, and no module installed for $K exports it' in b['summary'], b
 assert 'install the RDMA core with the peer-memory API for $K' in b['fix'], b
+"
+
+# --- OFED back, then the driver's package removed as an admin removes it ---------
+# The same modules back: the module matches them again, nothing to rebuild.
+# Then apt-get removes nvidia-kernel-dkms (its prerm has DKMS remove the
+# driver's modules), and dpkg runs our trigger for the files it took away.
+step "the RDMA core back, then apt-get remove $DRIVER_PKG (DKMS removes the driver's modules; our trigger runs)"
+if cp tests/sim/mofed_peer_sim.ko "$ROOT$MODS/updates/dkms/" && inr "$ROOT" depmod "$K"; then ok ofed-back; else bad ofed-back "cannot put back mofed_peer_sim.ko"; fi
+inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-back.log" 2>&1
+check ofed-back-nothing-to-rebuild sh -c "! grep -q . '$LOGS/ofed-back.log'"
+doctor doctor-ofed-back
+check doctor-ofed-back python3 -c "
+import json
+c = {c['id']: c for c in json.load(open('$LOGS/doctor-ofed-back.json'))['checks']}
+assert c['module.build']['status'] == 'OK', c['module.build']
+"
+inroot "apt-get remove -y -q $DRIVER_PKG" >"$LOGS/driver-removed.log" 2>&1
+insh driver-removed "! dpkg-query -W -f '\${Status}' $DRIVER_PKG 2>/dev/null | grep -q 'install ok installed' && ! ls $MODS/updates/dkms/nvidia-current.ko* 2>/dev/null"
+check driver-removed-says-why sh -c "grep -qF 'nvidia-peer-memory: warning: not rebuilt for $K: ' '$LOGS/driver-removed.log' &&
+	grep -qF \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $K exports it\" '$LOGS/driver-removed.log'"
+insh driver-removed-module-kept "dkms status -m nvidia-peer-memory -k $K | grep -q ': installed' && test \"\$(sha256sum $MODS/updates/dkms/nvidia_peermem.ko*)\" = '$ko_sum'"
+doctor doctor-driver-removed
+check doctor-driver-removed python3 -c "
+import json
+c = {c['id']: c for c in json.load(open('$LOGS/doctor-driver-removed.json'))['checks']}
+b = c['module.build']
+assert b['status'] == 'FAIL', b
+assert 'imports nvidia_p2p_get_pages from the NVIDIA driver, and no module installed for $K exports it' in b['summary'], b
+assert 'install the NVIDIA driver' in b['fix'], b
 "
 
 umount_root "$ROOT"
