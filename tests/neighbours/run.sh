@@ -265,6 +265,29 @@ doctor() { # NAME: the doctor's table and JSON, as $LOGS/NAME.txt and NAME.json
 	umount "$ROOT/proc/sys/kernel/osrelease"
 }
 doctor doctor
+# module_build NAME STATUS [SUMMARY FIX]: the doctor's module.build in
+# $LOGS/NAME.json has STATUS, and SUMMARY and FIX in its summary and fix.
+module_build() {
+	check "$1" env JSON="$LOGS/$1.json" STATUS="$2" SUMMARY="${3:-}" FIX="${4:-}" python3 -c "
+import json, os
+c = {c['id']: c for c in json.load(open(os.environ['JSON']))['checks']}
+b = c['module.build']
+assert b['status'] == os.environ['STATUS'], b
+assert os.environ['SUMMARY'] in b['summary'], b
+assert os.environ['FIX'] in (b['fix'] or ''), b
+"
+}
+# exporter_gone NAME LOG WHOSE SYMBOL FIX: after a trigger's rebuild (LOG)
+# with WHOSE exporter of SYMBOL gone, the rebuild says which and nothing of
+# a failed build, the module stays as built ($ko_sum), and the doctor
+# ($LOGS/doctor-NAME.json) fails module.build with FIX, what to install.
+exporter_gone() {
+	check "$1-says-why" sh -c "grep -qF 'nvidia-peer-memory: warning: not rebuilt for $K: ' '$2' &&
+		grep -qF \"$3's ($4): no module of $K exports it\" '$2' && ! grep -q 'does not build' '$2'"
+	insh "$1-module-kept" "dkms status -m nvidia-peer-memory -k $K | grep -q ': installed' && test \"\$(sha256sum $MODS/updates/dkms/nvidia_peermem.ko*)\" = '$ko_sum'"
+	doctor "doctor-$1"
+	module_build "doctor-$1" FAIL "imports $4 from $3, and no module installed for $K exports it" "$5"
+}
 check doctor-build-matches python3 -c "
 import json, sys
 c = {c['id']: c for c in json.load(open('$LOGS/doctor.json'))['checks']}
@@ -290,22 +313,11 @@ step "the RDMA core removed (its modules gone for $K), then the trigger's dkms-r
 ko_sum=$(inr "$ROOT" sh -c "sha256sum $MODS/updates/dkms/nvidia_peermem.ko*")
 if rm "$ROOT$MODS/updates/dkms/mofed_peer_sim.ko" && inr "$ROOT" depmod "$K"; then ok ofed-removed; else bad ofed-removed "cannot remove $MODS/updates/dkms/mofed_peer_sim.ko"; fi
 inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-removed.log" 2>&1
-check ofed-removed-says-why sh -c "grep -qF 'nvidia-peer-memory: warning: not rebuilt for $K: ' '$LOGS/ofed-removed.log' &&
-	grep -qF \"the RDMA core's (ib_register_peer_memory_client): no module of $K exports it\" '$LOGS/ofed-removed.log' &&
-	! grep -q 'does not build' '$LOGS/ofed-removed.log'"
-insh ofed-removed-module-kept "dkms status -m nvidia-peer-memory -k $K | grep -q ': installed' && test \"\$(sha256sum $MODS/updates/dkms/nvidia_peermem.ko*)\" = '$ko_sum'"
 # The trigger fires again (another package): nothing more to say.
 inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-removed-again.log" 2>&1
 check ofed-removed-once sh -c "! grep -q . '$LOGS/ofed-removed-again.log'"
-doctor doctor-ofed-removed
-check doctor-ofed-removed python3 -c "
-import json, sys
-c = {c['id']: c for c in json.load(open('$LOGS/doctor-ofed-removed.json'))['checks']}
-b = c['module.build']
-assert b['status'] == 'FAIL', b
-assert 'imports ib_register_peer_memory_client from the RDMA core, and no module installed for $K exports it' in b['summary'], b
-assert 'install the RDMA core with the peer-memory API for $K' in b['fix'], b
-"
+exporter_gone ofed-removed "$LOGS/ofed-removed.log" "the RDMA core" ib_register_peer_memory_client \
+	"install the RDMA core with the peer-memory API for $K"
 
 # --- OFED back, then the driver's package removed as an admin removes it ---------
 # The same modules back: the module matches them again, nothing to rebuild.
@@ -316,25 +328,10 @@ if cp tests/sim/mofed_peer_sim.ko "$ROOT$MODS/updates/dkms/" && inr "$ROOT" depm
 inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-back.log" 2>&1
 check ofed-back-nothing-to-rebuild sh -c "! grep -q . '$LOGS/ofed-back.log'"
 doctor doctor-ofed-back
-check doctor-ofed-back python3 -c "
-import json
-c = {c['id']: c for c in json.load(open('$LOGS/doctor-ofed-back.json'))['checks']}
-assert c['module.build']['status'] == 'OK', c['module.build']
-"
+module_build doctor-ofed-back OK
 inroot "apt-get remove -y -q $DRIVER_PKG" >"$LOGS/driver-removed.log" 2>&1
 insh driver-removed "! dpkg-query -W -f '\${Status}' $DRIVER_PKG 2>/dev/null | grep -q 'install ok installed' && ! ls $MODS/updates/dkms/nvidia-current.ko* 2>/dev/null"
-check driver-removed-says-why sh -c "grep -qF 'nvidia-peer-memory: warning: not rebuilt for $K: ' '$LOGS/driver-removed.log' &&
-	grep -qF \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $K exports it\" '$LOGS/driver-removed.log'"
-insh driver-removed-module-kept "dkms status -m nvidia-peer-memory -k $K | grep -q ': installed' && test \"\$(sha256sum $MODS/updates/dkms/nvidia_peermem.ko*)\" = '$ko_sum'"
-doctor doctor-driver-removed
-check doctor-driver-removed python3 -c "
-import json
-c = {c['id']: c for c in json.load(open('$LOGS/doctor-driver-removed.json'))['checks']}
-b = c['module.build']
-assert b['status'] == 'FAIL', b
-assert 'imports nvidia_p2p_get_pages from the NVIDIA driver, and no module installed for $K exports it' in b['summary'], b
-assert 'install the NVIDIA driver' in b['fix'], b
-"
+exporter_gone driver-removed "$LOGS/driver-removed.log" "the NVIDIA driver" nvidia_p2p_get_pages "install the NVIDIA driver"
 
 umount_root "$ROOT"
 finish

@@ -94,7 +94,10 @@
 #endif
 #include "sim_common.h"
 
-/* Before 570.86 the persistent API takes no flag: any is -EINVAL. */
+/*
+ * Before 570.86 the persistent API takes no flag: any is -EINVAL (550's
+ * nv-p2p.c nvidia_p2p_get_pages_persistent, "if (flags != 0)").
+ */
 #ifndef NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
 #define NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING 0
 #endif

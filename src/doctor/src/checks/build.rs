@@ -154,9 +154,9 @@ fn installed_exports(ctx: &Ctx<'_>, release: &str) -> Installed {
     }
 }
 
-/// What to install when `whose` exporter is gone for `release`.
-fn install_exporter(whose: &str, release: &str) -> String {
-    if whose == EXPORTERS[1].0 {
+/// What to install when the exporter of `symbol` is gone for `release`.
+fn install_exporter(symbol: &str, release: &str) -> String {
+    if symbol == PEER_REGISTER {
         format!(
             "install the RDMA core with the peer-memory API for {release} (MLNX_OFED or DOCA-OFED: \
              mlnx-ofed-kernel-dkms on Debian and Ubuntu, mlnx-ofa_kernel-dkms on RPM hosts; with DKMS, \
@@ -273,15 +273,16 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
             let summary = format!(
                 "the installed {MODULE}.ko imports {symbol} from {whose}, and no module installed for {release} exports it"
             );
+            let fix = install_exporter(symbol, release);
             if ctx.ours.is_some() {
                 warn.push((
                     format!("{summary}: the loaded one keeps working until it is unloaded"),
-                    install_exporter(whose, release),
+                    fix,
                 ));
             } else {
                 fail.push((
                     format!("{summary}: modprobe will refuse it (\"Unknown symbol {symbol}\")"),
-                    install_exporter(whose, release),
+                    fix,
                 ));
             }
         }
