@@ -200,7 +200,7 @@ impl fmt::Display for Bar1 {
             Bar1::Assigned { index, res } => write!(
                 f,
                 "{} at PCI BAR {index} ({})",
-                crate::checks::bytes(res.size().unwrap_or(0)),
+                crate::text::bytes(res.size().unwrap_or(0)),
                 res.kind()
             ),
             Bar1::Unassigned {
@@ -209,7 +209,7 @@ impl fmt::Display for Bar1 {
             } => write!(
                 f,
                 "not assigned (PCI BAR {index}, {})",
-                crate::checks::bytes(*size)
+                crate::text::bytes(*size)
             ),
             Bar1::Unassigned { index, size: None } => {
                 write!(f, "not assigned (PCI BAR {index} is empty)")

@@ -307,7 +307,7 @@ fn unpackaged(parts: &[Part], why: &str) -> Vec<String> {
     }
     vec![format!(
         "install {} (the distribution is unknown: {why})",
-        crate::checks::list(&what)
+        crate::text::list(&what)
     )]
 }
 

@@ -15,6 +15,7 @@
 //!
 //! `library none` (not installed), `library static` (a static build cannot
 //! `dlopen`) or `init N` (`cuInit` failed with CUresult N) replace the rest.
+use crate::root::Root;
 
 /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (CUDA's `cuda.h`).
 pub const ATTR_GPU_DIRECT_RDMA_SUPPORTED: i32 = 116;
@@ -166,6 +167,14 @@ fn parse_gpu(rest: &str) -> Option<CudaGpu> {
         }
     }
     crate::pci::is_bdf(&g.pci).then_some(g)
+}
+
+/// The `cuda-probe.txt` record of a captured tree; `NotAsked` without one.
+pub fn read_record(root: &Root) -> Result<CudaAnswer, String> {
+    match std::fs::read_to_string(root.base().join(RECORD_FILE.trim_start_matches('/'))) {
+        Ok(text) => CudaAnswer::parse(&text).map_err(|e| format!("{RECORD_FILE}: {e}")),
+        Err(_) => Ok(CudaAnswer::NotAsked),
+    }
 }
 
 /// Asks the CUDA driver of this host; `export` also allocates 2 MiB on

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use peermem_doctor::{cuda, cuda_record, output, prometheus, run, run_with, Root};
+use peermem_doctor::{cuda, output, prometheus, run, run_with, Root};
 
 const USAGE: &str = "\
 usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus] [--verbose]
@@ -150,7 +150,7 @@ fn main() -> ExitCode {
     let report = if args.root == std::path::Path::new("/") {
         run(&root)
     } else {
-        match cuda_record(&root) {
+        match cuda::read_record(&root) {
             Ok(answer) => run_with(&root, answer),
             Err(e) => {
                 eprintln!("nvidia-peermem-doctor: --root {}: {e}", args.root.display());

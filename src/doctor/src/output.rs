@@ -8,9 +8,10 @@ use std::fmt::Write;
 
 use serde_json::{json, Map, Value};
 
+use crate::checks::{Facts, Status};
 use crate::cuda::CudaAnswer;
 use crate::nccl::GdrMode;
-use crate::report::{Facts, Report, Status};
+use crate::report::Report;
 use crate::topology::Topology;
 
 /// The doctor's version: the repository's VERSION file, which
@@ -159,7 +160,7 @@ pub fn facts(f: &Facts) -> Value {
             "lockdown": k.lockdown,
         },
         "module": {
-            "name": crate::checks::MODULE,
+            "name": crate::host::MODULE,
             "loaded": m.loaded,
             "version": m.version,
             "initstate": m.initstate,
@@ -346,7 +347,7 @@ mod tests {
     #[test]
     fn facts_as_json() {
         let f = Facts {
-            module: crate::report::ModuleFacts {
+            module: crate::checks::ModuleFacts {
                 loaded: true,
                 version: Some("1.0.0".into()),
                 parameters: vec![

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use crate::checks::MODULE;
+use crate::host::MODULE;
 use crate::report::Report;
 use crate::root::Root;
 

@@ -1,168 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
-//! The result of a run: one [`Check`] per line, the topology and the
-//! module's statistics.
+//! The top floor's result of a run: one [`Check`] per line, the topology
+//! and the module's statistics, as the host and the checks gave them.
 
-use crate::cuda::CudaAnswer;
+use crate::checks::{self, Check, Facts, Stat, Status};
+use crate::cuda::{self, CudaAnswer};
+use crate::host::Host;
 use crate::nccl::{GdrMode, NcclPath};
+use crate::root::Root;
 use crate::topology::Topology;
-
-/// How a check came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Status {
-    /// Nothing to do.
-    Ok,
-    /// Worth knowing; nothing is wrong or it cannot be told.
-    Info,
-    /// GPUDirect RDMA works, but slower or fragile.
-    Warn,
-    /// GPUDirect RDMA cannot work until this is fixed.
-    Fail,
-}
-
-impl Status {
-    /// The name printed in both outputs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "OK",
-            Status::Info => "INFO",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-        }
-    }
-}
-
-/// One line of the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
-    /// Stable identifier (`module.loaded`).
-    pub id: &'static str,
-    /// The verdict.
-    pub status: Status,
-    /// The finding, one line.
-    pub summary: String,
-    /// Supporting facts, one per line.
-    pub detail: Vec<String>,
-    /// What the administrator should do (every WARN and FAIL has one).
-    pub fix: Option<String>,
-}
-
-impl Check {
-    /// A check with no fix.
-    pub fn new(id: &'static str, status: Status, summary: impl Into<String>) -> Check {
-        Check {
-            id,
-            status,
-            summary: summary.into(),
-            detail: Vec::new(),
-            fix: None,
-        }
-    }
-
-    /// An OK line.
-    pub fn ok(id: &'static str, summary: impl Into<String>) -> Check {
-        Check::new(id, Status::Ok, summary)
-    }
-
-    /// An INFO line.
-    pub fn info(id: &'static str, summary: impl Into<String>) -> Check {
-        Check::new(id, Status::Info, summary)
-    }
-
-    /// A WARN line with its fix.
-    pub fn warn(id: &'static str, summary: impl Into<String>, fix: impl Into<String>) -> Check {
-        Check::new(id, Status::Warn, summary).fix(fix)
-    }
-
-    /// A FAIL line with its fix.
-    pub fn fail(id: &'static str, summary: impl Into<String>, fix: impl Into<String>) -> Check {
-        Check::new(id, Status::Fail, summary).fix(fix)
-    }
-
-    /// Sets the fix.
-    pub fn fix(mut self, fix: impl Into<String>) -> Check {
-        self.fix = Some(fix.into());
-        self
-    }
-
-    /// Sets the detail lines.
-    pub fn detail(mut self, detail: Vec<String>) -> Check {
-        self.detail = detail;
-        self
-    }
-}
-
-/// One counter of the module's statistics file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stat {
-    /// Counter name.
-    pub name: String,
-    /// Its value as printed.
-    pub value: String,
-}
-
-/// The live state the checks judged, for machines (the JSON `facts`
-/// object): what is loaded, with which version and parameters, who exports
-/// the two APIs the module sits between, and which other peer-memory
-/// modules are loaded or installed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Facts {
-    /// `uname -r`, if known.
-    pub kernel_release: Option<String>,
-    /// What the kernel can host.
-    pub kernel: KernelFacts,
-    /// `nvidia_peermem`, loaded or not.
-    pub module: ModuleFacts,
-    /// `nvidia.ko`: `None` when not loaded, else its version (if it has one).
-    pub nvidia_driver: Option<Option<String>>,
-    /// Whether `/proc/kallsyms` could be read (the two fields below need it).
-    pub kallsyms_readable: bool,
-    /// The modules exporting `nvidia_p2p_*` (`vmlinux` for the kernel image), sorted.
-    pub p2p_exporters: Vec<String>,
-    /// The module exporting `ib_register_peer_memory_client`, if any.
-    pub peer_memory_provider: Option<String>,
-    /// Other peer-memory modules that are loaded (`nv_peer_mem`, or NVIDIA's
-    /// `nvidia_peermem` in this one's place).
-    pub conflicts_loaded: Vec<String>,
-    /// Installed module files (below `/lib/modules/<release>/`) of other peer-memory modules.
-    pub conflicts_installed: Vec<String>,
-}
-
-/// The running kernel as the `kernel.*` checks read it; `None` where it cannot be told.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KernelFacts {
-    /// The configuration file read.
-    pub config: Option<String>,
-    /// `CONFIG_RUST`.
-    pub rust: Option<bool>,
-    /// How a build gets the kernel's Rust support: `kernel` or `carried`.
-    pub rust_mode: Option<String>,
-    /// `CONFIG_MODVERSIONS`.
-    pub modversions: Option<bool>,
-    /// `/proc/sys/kernel/modules_disabled`.
-    pub modules_disabled: Option<bool>,
-    /// Whether unsigned modules are refused.
-    pub signatures_enforced: Option<bool>,
-    /// The lockdown level (`none`, `integrity`, `confidentiality`).
-    pub lockdown: Option<String>,
-}
-
-/// `nvidia_peermem` as `/sys/module` and `/lib/modules` show it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ModuleFacts {
-    /// Whether `/sys/module/nvidia_peermem` exists.
-    pub loaded: bool,
-    /// `version`, when loaded.
-    pub version: Option<String>,
-    /// `initstate`, when loaded.
-    pub initstate: Option<String>,
-    /// Whether the loaded module is NVIDIA's bundled one (its version is the driver's).
-    pub nvidia_bundled: bool,
-    /// Every parameter in `/sys/module/nvidia_peermem/parameters`, by name.
-    pub parameters: Vec<(String, String)>,
-    /// This project's module files for the running kernel (below `/lib/modules/<release>/`).
-    pub installed: Vec<String>,
-}
 
 /// Everything a run found.
 #[derive(Debug, Clone)]
@@ -208,5 +54,31 @@ impl Report {
         } else {
             "ok"
         }
+    }
+}
+
+/// Runs every check against the files below `root`: on `/`, libcuda is
+/// asked (when present); below another root, its `cuda-probe.txt` record is read.
+pub fn run(root: &Root) -> Report {
+    let cuda = if root.base() == std::path::Path::new("/") {
+        cuda::probe(false)
+    } else {
+        cuda::read_record(root).unwrap_or(CudaAnswer::NotAsked)
+    };
+    run_with(root, cuda)
+}
+
+/// Runs every check with libcuda's answer given.
+pub fn run_with(root: &Root, cuda: CudaAnswer) -> Report {
+    let host = Host::read(root, cuda);
+    let verdicts = checks::judge(&host);
+    Report {
+        root: root.base().display().to_string(),
+        checks: verdicts.checks,
+        facts: verdicts.facts,
+        topology: host.topo,
+        stats: verdicts.stats,
+        nccl: verdicts.nccl,
+        cuda: host.cuda,
     }
 }

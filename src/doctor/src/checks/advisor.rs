@@ -5,13 +5,13 @@
 //! GPU–NIC pair, what cluster tooling sees, and which of dma-buf and peer
 //! memory jobs will take.
 
-use super::platform::{GDR_PATHS, NCCL_PATHS, UCX_PATHS};
-use super::{few, list, Ctx, MODULE};
+use super::check::Check;
 use crate::cuda::CudaAnswer;
+use crate::host::{Host, GDR_PATHS, MODULE, NCCL_PATHS, UCX_PATHS};
 use crate::kmod::{self, DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
 use crate::nccl::{self, GdrMode, NcclPath};
 use crate::pci;
-use crate::report::Check;
+use crate::text::{few, list};
 
 /// The driver's registry parameters as it prints them.
 pub const PARAMS: &str = "/proc/driver/nvidia/params";
@@ -36,15 +36,15 @@ fn driver_param(text: &str, key: &str) -> Option<String> {
 }
 
 /// Whether the loaded driver is the open kernel modules (`None`: unknown).
-fn open_modules(ctx: &Ctx<'_>) -> Option<bool> {
-    ctx.root
+fn open_modules(host: &Host<'_>) -> Option<bool> {
+    host.root
         .read_attr("/proc/driver/nvidia/version")
         .map(|b| b.contains("Open Kernel Module"))
 }
 
 /// The unsupported chipsets on the bus: `(function, name)`.
-fn chipsets(ctx: &Ctx<'_>) -> Vec<(String, &'static str)> {
-    pci::all(ctx.root)
+fn chipsets(host: &Host<'_>) -> Vec<(String, &'static str)> {
+    pci::all(host.root)
         .iter()
         .filter_map(|d| nccl::p2p_unsupported_chipset(d).map(|n| (d.bdf.clone(), n)))
         .collect()
@@ -53,9 +53,9 @@ fn chipsets(ctx: &Ctx<'_>) -> Vec<(String, &'static str)> {
 /// `nvidia.settings`: `GrdmaPciTopoCheckOverride`, `CoherentGPUMemoryMode`
 /// and the 580+ rule that, on Grace, Ampere Altra and AmpereOne chipsets,
 /// GPU and NIC must share a PCIe switch (else -ENOTSUPP, 524, at registration).
-pub(crate) fn driver_settings(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn driver_settings(host: &Host<'_>) -> Check {
     const ID: &str = "nvidia.settings";
-    let Some(nv) = &ctx.nvidia else {
+    let Some(nv) = &host.nvidia else {
         return Check::info(
             ID,
             "the NVIDIA driver is not loaded: its settings are unknown",
@@ -63,19 +63,19 @@ pub(crate) fn driver_settings(ctx: &Ctx<'_>) -> Check {
     };
     let version = nv.version.clone().unwrap_or_default();
     let major = version_parts(&version).first().copied();
-    let params = ctx.root.read_text(PARAMS);
+    let params = host.root.read_text(PARAMS);
     let over = params
         .as_deref()
         .and_then(|p| driver_param(p, "GrdmaPciTopoCheckOverride"));
     let coherent_mode = params
         .as_deref()
         .and_then(|p| driver_param(p, "CoherentGPUMemoryMode"));
-    let flavour = match open_modules(ctx) {
+    let flavour = match open_modules(host) {
         Some(true) => "open kernel modules",
         Some(false) => "proprietary kernel module",
         None => "flavour unknown",
     };
-    let found = chipsets(ctx);
+    let found = chipsets(host);
     let mut detail = vec![
         format!(
             "driver {} ({flavour})",
@@ -110,7 +110,7 @@ pub(crate) fn driver_settings(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     };
-    let topo = &ctx.topo;
+    let topo = &host.topo;
     let pcie_gpus: Vec<usize> = (0..topo.gpus.len())
         .filter(|&g| !nccl::is_c2c_gpu(topo.gpus[g].pci.device))
         .collect();
@@ -292,34 +292,34 @@ impl Dmabuf {
 }
 
 /// Reads what dma-buf needs.
-pub(crate) fn dmabuf(ctx: &Ctx<'_>) -> Dmabuf {
-    let kernel = ctx.release.as_deref().and_then(|r| {
+pub(crate) fn dmabuf(host: &Host<'_>) -> Dmabuf {
+    let kernel = host.release.as_deref().and_then(|r| {
         let v = version_parts(r);
         (v.len() >= 2).then(|| v[..2] >= [5u32, 12][..])
     });
-    let rdma_core = if !ctx.kallsyms.readable {
+    let rdma_core = if !host.kallsyms.readable {
         None
-    } else if ctx
+    } else if host
         .kallsyms
         .with_prefix(DMABUF_UMEM_PREFIX)
         .next()
         .is_some()
     {
         Some(true)
-    } else if kmod::loaded(ctx.root, "ib_core").is_some()
-        || kmod::loaded(ctx.root, "ib_uverbs").is_some()
+    } else if kmod::loaded(host.root, "ib_core").is_some()
+        || kmod::loaded(host.root, "ib_uverbs").is_some()
     {
         Some(false)
     } else {
         None
     };
-    let nic_verbs = ctx
+    let nic_verbs = host
         .kallsyms
         .with_suffix(DMABUF_MR_SUFFIX)
         .filter(|(n, _)| !n.starts_with("__pfx_"))
         .map(|(n, m)| format!("{n} [{}]", m.unwrap_or("vmlinux")))
         .collect();
-    let gpu = match &ctx.cuda {
+    let gpu = match &host.cuda {
         CudaAnswer::Gpus { gpus, .. } if !gpus.is_empty() => {
             let answers: Vec<Option<i32>> = gpus.iter().map(|g| g.dmabuf).collect();
             if answers.contains(&Some(0)) {
@@ -336,15 +336,15 @@ pub(crate) fn dmabuf(ctx: &Ctx<'_>) -> Dmabuf {
         kernel,
         rdma_core,
         nic_verbs,
-        open: open_modules(ctx),
+        open: open_modules(host),
         gpu,
     }
 }
 
 /// `dmabuf.kernel`: the kernel, its RDMA core and the driver flavour dma-buf needs.
-pub(crate) fn dmabuf_kernel(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn dmabuf_kernel(host: &Host<'_>) -> Check {
     const ID: &str = "dmabuf.kernel";
-    let d = dmabuf(ctx);
+    let d = dmabuf(host);
     let yes = |b: Option<bool>| match b {
         Some(true) => "yes",
         Some(false) => "no",
@@ -353,12 +353,12 @@ pub(crate) fn dmabuf_kernel(ctx: &Ctx<'_>) -> Check {
     let mut detail = vec![
         format!(
             "kernel {} is 5.12 or newer: {}",
-            ctx.release.as_deref().unwrap_or("?"),
+            host.release.as_deref().unwrap_or("?"),
             yes(d.kernel)
         ),
         format!(
             "RDMA core dma-buf registration ({DMABUF_UMEM_PREFIX}* in /proc/kallsyms): {}",
-            if ctx.kallsyms.readable {
+            if host.kallsyms.readable {
                 yes(d.rdma_core)
             } else {
                 "kallsyms unreadable"
@@ -375,7 +375,7 @@ pub(crate) fn dmabuf_kernel(ctx: &Ctx<'_>) -> Check {
         format!("NVIDIA open kernel modules: {}", yes(d.open)),
     ];
     detail.extend(
-        ctx.kallsyms
+        host.kallsyms
             .with_prefix(DMABUF_UMEM_PREFIX)
             .map(|(n, m)| format!("{n} [{}]", m.unwrap_or("vmlinux"))),
     );
@@ -423,9 +423,9 @@ pub(crate) fn dmabuf_kernel(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `dmabuf.gpu`: the GPU's own answer through libcuda.
-pub(crate) fn dmabuf_gpu(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn dmabuf_gpu(host: &Host<'_>) -> Check {
     const ID: &str = "dmabuf.gpu";
-    match &ctx.cuda {
+    match &host.cuda {
         CudaAnswer::NotAsked => Check::info(
             ID,
             "libcuda not asked (--root without a cuda-probe.txt record)",
@@ -506,8 +506,8 @@ pub(crate) fn dmabuf_gpu(ctx: &Ctx<'_>) -> Check {
 }
 
 /// The NCCL path and GDR mode of every GPU–NIC pair, in pair order.
-pub(crate) fn nccl_pairs(ctx: &Ctx<'_>) -> Vec<(NcclPath, GdrMode)> {
-    let topo = &ctx.topo;
+pub(crate) fn nccl_pairs(host: &Host<'_>) -> Vec<(NcclPath, GdrMode)> {
+    let topo = &host.topo;
     topo.pairs
         .iter()
         .filter_map(|p| {
@@ -521,16 +521,16 @@ pub(crate) fn nccl_pairs(ctx: &Ctx<'_>) -> Vec<(NcclPath, GdrMode)> {
 
 /// `nccl.paths`: the path NCCL computes per pair and whether it uses
 /// GPUDirect RDMA there at its default `NCCL_NET_GDR_LEVEL`.
-pub(crate) fn nccl_paths(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn nccl_paths(host: &Host<'_>) -> Check {
     const ID: &str = "nccl.paths";
-    let topo = &ctx.topo;
+    let topo = &host.topo;
     if topo.pairs.is_empty() {
         return Check::info(
             ID,
             "no GPU–NIC pair: NCCL has no network path to use GPUDirect RDMA on",
         );
     }
-    let modes = nccl_pairs(ctx);
+    let modes = nccl_pairs(host);
     let mut detail = Vec::new();
     for (p, (path, mode)) in topo.pairs.iter().zip(&modes) {
         detail.push(format!(
@@ -576,7 +576,7 @@ pub(crate) fn nccl_paths(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    let d = dmabuf(ctx);
+    let d = dmabuf(host);
     if !pci_only.is_empty() && d.ready() == Some(false) {
         return Check::warn(
             ID,
@@ -603,9 +603,9 @@ pub(crate) fn nccl_paths(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `cluster.view`: `nvidia_peermem` as the GPU Operator, NCCL and UCX test for it.
-pub(crate) fn cluster_view(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn cluster_view(host: &Host<'_>) -> Check {
     const ID: &str = "cluster.view";
-    let root = ctx.root;
+    let root = host.root;
     let modules = root.read_text("/proc/modules");
     // The validator's `lsmod | grep -E '^nvidia_peermem\s'`.
     let lsmod = modules.as_deref().map(|m| {
@@ -615,8 +615,7 @@ pub(crate) fn cluster_view(ctx: &Ctx<'_>) -> Check {
         })
     });
     let refcnt = root.read_attr(&format!("/sys/module/{MODULE}/refcnt"));
-    let present: Vec<bool> = GDR_PATHS.iter().map(|p| root.exists(p)).collect();
-    let first = |idx: &[usize]| idx.iter().find(|&&i| present[i]).map(|&i| GDR_PATHS[i]);
+    let first = |idx: &[usize]| idx.iter().find(|&&i| host.gdr[i]).map(|&i| GDR_PATHS[i]);
     let (nccl, ucx) = (first(&NCCL_PATHS), first(&UCX_PATHS));
     let lsmod_text = match lsmod {
         Some(true) => "lists nvidia_peermem",
@@ -648,7 +647,7 @@ pub(crate) fn cluster_view(ctx: &Ctx<'_>) -> Check {
             "no peer memory"
         }
     );
-    if ctx.ours.is_none() {
+    if host.ours.is_none() {
         return Check::info(
             ID,
             format!("{summary}: the GPU Operator's driver container would modprobe {MODULE} (with Mellanox devices present)"),
@@ -663,7 +662,7 @@ pub(crate) fn cluster_view(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    if ctx.loaded_is_nvidias() {
+    if host.loaded_is_nvidias() {
         return Check::info(
             ID,
             format!("{summary}: what they see is NVIDIA's module (module.loaded)"),
@@ -675,10 +674,10 @@ pub(crate) fn cluster_view(ctx: &Ctx<'_>) -> Check {
 
 /// `gdr.path`: which registration path NCCL and UCX take on this host,
 /// and whether this module is needed for it.
-pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn gdr_path(host: &Host<'_>) -> Check {
     const ID: &str = "gdr.path";
-    let d = dmabuf(ctx);
-    let peer = NCCL_PATHS.iter().any(|&i| ctx.root.exists(GDR_PATHS[i]));
+    let d = dmabuf(host);
+    let peer = NCCL_PATHS.iter().any(|&i| host.gdr[i]);
     let mut detail = vec![
         "NCCL (NCCL_DMABUF_ENABLE=1 by default) registers with dma-buf when the GPU and ibv_reg_dmabuf_mr support it, \
          else with peer memory; UCX (rdma-core 41+, CUDA 11.7+) likewise"
@@ -693,11 +692,11 @@ pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
         ),
         format!("peer memory: {}", if peer { "loaded (NCCL sees it)" } else { "not loaded" }),
     ];
-    let modes = nccl_pairs(ctx);
-    let gpus_on = ctx.topo.gpus.len()
-        - (0..ctx.topo.gpus.len())
+    let modes = nccl_pairs(host);
+    let gpus_on = host.topo.gpus.len()
+        - (0..host.topo.gpus.len())
             .filter(|&g| {
-                let m: Vec<_> = ctx
+                let m: Vec<_> = host
                     .topo
                     .pairs
                     .iter()
@@ -717,7 +716,7 @@ pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
         format!("{MODULE} is needed: it is the only GPUDirect RDMA path here")
     };
     detail.push(needed.clone());
-    if ctx.topo.pairs.is_empty() {
+    if host.topo.pairs.is_empty() {
         let way = if dmabuf_ok { "dma-buf" } else { "peer memory" };
         return Check::info(
             ID,
@@ -725,12 +724,12 @@ pub(crate) fn gdr_path(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    let with_pairs = (0..ctx.topo.gpus.len())
-        .filter(|&g| ctx.topo.pairs_of(g).next().is_some())
+    let with_pairs = (0..host.topo.gpus.len())
+        .filter(|&g| host.topo.pairs_of(g).next().is_some())
         .count();
     let scope = format!(
         "{gpus_on} of {} GPU(s) within NCCL's GDR level (nccl.paths)",
-        ctx.topo.gpus.len()
+        host.topo.gpus.len()
     );
     // Some GPUs out of NCCL's reach: nccl.paths has the path and the fix.
     let verdict = |summary: String| {

@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use super::{list, Ctx, MODULE};
+use super::check::Check;
 use crate::elf::{self, Sections};
+use crate::host::{Host, MODULE};
 use crate::inflate;
 use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
-use crate::report::Check;
+use crate::text::list;
 
 /// What a module file says about itself.
 #[derive(Debug, Default)]
@@ -28,8 +29,8 @@ pub(crate) struct KoFile {
 }
 
 /// Reads a module file (`.ko`, `.ko.gz`, `.ko.xz`, `.ko.zst`).
-pub(crate) fn read_ko(ctx: &Ctx<'_>, path: &str) -> Option<KoFile> {
-    let bytes = ctx.root.read_bytes(path)?;
+pub(crate) fn read_ko(host: &Host<'_>, path: &str) -> Option<KoFile> {
+    let bytes = host.root.read_bytes(path)?;
     let mut ko = KoFile::default();
     let bytes = match inflate::module(path, bytes) {
         Ok(b) => b,
@@ -71,13 +72,13 @@ pub(crate) const EXPORTERS_CONF: &str = "/etc/nvidia-peer-memory/exporters.conf"
 /// The module file that exports `symbol` for `release` as the module's
 /// build finds it: a line of [`EXPORTERS_CONF`], else as modprobe finds
 /// it (modules.symbols, then modules.dep).
-pub(crate) fn exporter_file(ctx: &Ctx<'_>, release: &str, symbol: &str) -> Option<String> {
+pub(crate) fn exporter_file(host: &Host<'_>, release: &str, symbol: &str) -> Option<String> {
     let key = if symbol == PEER_REGISTER {
         "rdma"
     } else {
         "driver"
     };
-    let named = ctx.root.read_text(EXPORTERS_CONF).and_then(|conf| {
+    let named = host.root.read_text(EXPORTERS_CONF).and_then(|conf| {
         conf.lines().find_map(|l| {
             let mut w = l.split_whitespace();
             (w.next() == Some(key))
@@ -89,8 +90,8 @@ pub(crate) fn exporter_file(ctx: &Ctx<'_>, release: &str, symbol: &str) -> Optio
         return named;
     }
     let dir = kmod::modules_dir(release);
-    let name = kmod::symbol_provider(ctx.root, release, symbol)?;
-    kmod::modprobe_target(ctx.root, release, &name).map(|rel| format!("{dir}/{rel}"))
+    let name = kmod::symbol_provider(host.root, release, symbol)?;
+    kmod::modprobe_target(host.root, release, &name).map(|rel| format!("{dir}/{rel}"))
 }
 
 /// What the installed exporters say: their CRCs by symbol, with the file
@@ -105,20 +106,20 @@ struct Installed {
 }
 
 /// The CRCs the installed exporters export for our imports.
-fn installed_exports(ctx: &Ctx<'_>, release: &str) -> Installed {
+fn installed_exports(host: &Host<'_>, release: &str) -> Installed {
     let mut exports = BTreeMap::new();
     let mut unread = Vec::new();
     let mut detail = Vec::new();
     let mut missing = Vec::new();
     for (whose, symbol) in EXPORTERS {
-        let Some(file) = exporter_file(ctx, release, symbol) else {
+        let Some(file) = exporter_file(host, release, symbol) else {
             detail.push(format!(
                 "{whose}: no module installed for {release} exports {symbol}"
             ));
             missing.push((whose, symbol));
             continue;
         };
-        let Some(ko) = read_ko(ctx, &file) else {
+        let Some(ko) = read_ko(host, &file) else {
             detail.push(format!("{whose}: {file} (exports {symbol}) cannot be read"));
             unread.push(format!("{whose}'s ({file}: cannot be read)"));
             continue;
@@ -171,28 +172,28 @@ fn install_exporter(symbol: &str, release: &str) -> String {
 }
 
 /// The version in the modinfo of the driver's `nvidia.ko` on disk, and its path.
-fn driver_on_disk(ctx: &Ctx<'_>, release: &str) -> Option<(String, String)> {
+fn driver_on_disk(host: &Host<'_>, release: &str) -> Option<(String, String)> {
     let dir = kmod::modules_dir(release);
-    let file = kmod::modprobe_target(ctx.root, release, "nvidia")
+    let file = kmod::modprobe_target(host.root, release, "nvidia")
         .map(|rel| format!("{dir}/{rel}"))
         .or_else(|| {
-            ctx.root
+            host.root
                 .walk_files(&dir)
                 .into_iter()
                 .find(|f| kmod::module_stem(f) == Some("nvidia"))
         })?;
-    let ko = read_ko(ctx, &file)?;
+    let ko = read_ko(host, &file)?;
     Some((ko.modinfo.get("version")?.clone(), file))
 }
 
 /// `module.build`.
-pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn module_build(host: &Host<'_>) -> Check {
     const ID: &str = "module.build";
-    let Some(release) = ctx.release.as_deref() else {
+    let Some(release) = host.release.as_deref() else {
         return Check::info(ID, "kernel release unknown: builds not compared");
     };
     let dir = kmod::modules_dir(release);
-    let ours: Vec<&kmod::ModFile> = ctx
+    let ours: Vec<&kmod::ModFile> = host
         .files
         .iter()
         .filter(|f| f.origin == Origin::Ours)
@@ -202,8 +203,8 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
     let mut fail: Vec<(String, String)> = Vec::new();
 
     // The driver: loaded against on disk.
-    let nv_loaded = ctx.nvidia.as_ref().and_then(|n| n.version.clone());
-    if let (Some(loaded), Some((disk, file))) = (&nv_loaded, driver_on_disk(ctx, release)) {
+    let nv_loaded = host.nvidia.as_ref().and_then(|n| n.version.clone());
+    if let (Some(loaded), Some((disk, file))) = (&nv_loaded, driver_on_disk(host, release)) {
         detail.push(format!("NVIDIA driver: {loaded} loaded, {disk} in {file}"));
         if &disk != loaded {
             warn.push((
@@ -214,7 +215,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
     }
 
     let file = ours.first().map(|f| format!("{dir}/{}", f.rel));
-    let ko = file.as_deref().and_then(|f| read_ko(ctx, f));
+    let ko = file.as_deref().and_then(|f| read_ko(host, f));
     if let Some(ko) = &ko {
         detail.push(format!(
             "{}: version {}, srcversion {}, {} CRCs{}",
@@ -229,8 +230,8 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
     }
 
     // Loaded against on disk.
-    if ctx.ours.is_some() && !ctx.loaded_is_nvidias() {
-        let loaded_src = ctx
+    if host.ours.is_some() && !host.loaded_is_nvidias() {
+        let loaded_src = host
             .root
             .read_attr(&format!("/sys/module/{MODULE}/srcversion"));
         detail.push(format!(
@@ -261,7 +262,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
     // The file's CRCs against the exporters installed now (what the kernel
     // will load), not against what its build says it used.
     if let Some(ko) = ko.as_ref().filter(|k| !k.crcs.is_empty()) {
-        let found = installed_exports(ctx, release);
+        let found = installed_exports(host, release);
         detail.extend(found.detail);
         unread = found.unread;
         // An exporter removed (OFED uninstalled) while the module that
@@ -274,7 +275,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
                 "the installed {MODULE}.ko imports {symbol} from {whose}, and no module installed for {release} exports it"
             );
             let fix = install_exporter(symbol, release);
-            if ctx.ours.is_some() {
+            if host.ours.is_some() {
                 warn.push((
                     format!("{summary}: the loaded one keeps working until it is unloaded"),
                     fix,
@@ -305,7 +306,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
             );
             let fix = "rebuild it against them: /usr/lib/nvidia-peer-memory/dkms-rebuild --force"
                 .to_string();
-            if ctx.ours.is_some() {
+            if host.ours.is_some() {
                 warn.push((
                     format!("{summary}; the loaded one keeps working until it is reloaded"),
                     fix,
@@ -344,7 +345,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    match (&ctx.ours, ours.is_empty()) {
+    match (&host.ours, ours.is_empty()) {
         (None, true) => Check::info(ID, format!("{MODULE} is neither loaded nor installed: no build to compare")).detail(detail),
         (None, false) => Check::ok(
             ID,
@@ -355,7 +356,7 @@ pub(crate) fn module_build(ctx: &Ctx<'_>) -> Check {
             },
         )
         .detail(detail),
-        (Some(_), _) if ctx.loaded_is_nvidias() => {
+        (Some(_), _) if host.loaded_is_nvidias() => {
             Check::info(ID, format!("the loaded {MODULE} is NVIDIA's (module.loaded): its build is the driver's")).detail(detail)
         }
         (Some(_), _) => Check::ok(ID, format!("the loaded {MODULE} is the build installed for {release}")).detail(detail),

@@ -4,26 +4,27 @@
 //! `nv_peer_mem`, NVIDIA's bundled `nvidia-peermem`, and modprobe rules
 //! that load one of them for `modprobe nvidia-peermem`.
 
-use super::{list, Ctx, MODULE};
+use super::check::{Check, Status};
+use crate::host::{Host, MODULE};
 use crate::kmod::{self, is_peermem_name, Origin, RuleKind};
-use crate::report::{Check, Status};
+use crate::text::list;
 
 /// The boot-time switch of `nv_peer_mem`'s init script.
 const NV_PEER_MEM_CONF: &str = "/etc/infiniband/nv_peer_mem.conf";
 
 /// `conflict.nv_peer_mem`: Mellanox's module registers the same `nv_mem` client.
-pub(crate) fn nv_peer_mem(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn nv_peer_mem(host: &Host<'_>) -> Check {
     const ID: &str = "conflict.nv_peer_mem";
     const UNINSTALL: &str =
         "uninstall Mellanox's nvidia-peer-memory 1.x package (nv_peer_mem) and disable its \
                              service (ONBOOT=no in /etc/infiniband/nv_peer_mem.conf)";
-    let files: Vec<String> = ctx
+    let files: Vec<String> = host
         .files
         .iter()
         .filter(|f| f.origin == Origin::Mellanox)
         .map(|f| f.rel.clone())
         .collect();
-    let onboot = ctx
+    let onboot = host
         .root
         .read_text(NV_PEER_MEM_CONF)
         .is_some_and(|t| t.lines().any(|l| l.trim().replace(' ', "") == "ONBOOT=yes"));
@@ -31,7 +32,7 @@ pub(crate) fn nv_peer_mem(ctx: &Ctx<'_>) -> Check {
     if onboot {
         detail.push(format!("{NV_PEER_MEM_CONF}: ONBOOT=yes"));
     }
-    if let Some(m) = kmod::loaded(ctx.root, "nv_peer_mem") {
+    if let Some(m) = kmod::loaded(host.root, "nv_peer_mem") {
         let version = m.version.unwrap_or_else(|| "(no version)".to_string());
         return Check::fail(
             ID,
@@ -59,18 +60,18 @@ pub(crate) fn nv_peer_mem(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `conflict.bundled`: NVIDIA's own peermem module files.
-pub(crate) fn bundled(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn bundled(host: &Host<'_>) -> Check {
     const ID: &str = "conflict.bundled";
-    let Some(release) = &ctx.release else {
+    let Some(release) = &host.release else {
         return Check::info(ID, "kernel release unknown: installed modules not checked");
     };
-    let target = kmod::modprobe_target(ctx.root, release, MODULE);
-    let nvidia: Vec<_> = ctx
+    let target = kmod::modprobe_target(host.root, release, MODULE);
+    let nvidia: Vec<_> = host
         .files
         .iter()
         .filter(|f| f.origin == Origin::Nvidia)
         .collect();
-    let mut detail: Vec<String> = ctx
+    let mut detail: Vec<String> = host
         .files
         .iter()
         .map(|f| format!("{}: {} (told by {})", f.rel, f.origin.as_str(), f.by))
@@ -118,10 +119,10 @@ pub(crate) fn bundled(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `conflict.modprobe`: modprobe.d rules for `nvidia-peermem`.
-pub(crate) fn modprobe(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn modprobe(host: &Host<'_>) -> Check {
     const ID: &str = "conflict.modprobe";
-    let rules = kmod::modprobe_rules(ctx.root, MODULE);
-    let cmdline = ctx.root.read_attr("/proc/cmdline").unwrap_or_default();
+    let rules = kmod::modprobe_rules(host.root, MODULE);
+    let cmdline = host.root.read_attr("/proc/cmdline").unwrap_or_default();
     let banned = kmod::cmdline_blacklists(&cmdline, MODULE);
     let mut detail: Vec<String> = rules
         .iter()

@@ -5,10 +5,72 @@
 //! checks' sentences.
 
 use super::kernel::MODULES_DISABLED;
-use super::rust_mode::Mode;
-use super::{Ctx, MODULE};
+use crate::host::rust_mode::Mode;
+use crate::host::{Host, MODULE};
 use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
-use crate::report::{Facts, KernelFacts, ModuleFacts};
+
+/// The live state the checks judged, for machines (the JSON `facts`
+/// object): what is loaded, with which version and parameters, who exports
+/// the two APIs the module sits between, and which other peer-memory
+/// modules are loaded or installed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// `uname -r`, if known.
+    pub kernel_release: Option<String>,
+    /// What the kernel can host.
+    pub kernel: KernelFacts,
+    /// `nvidia_peermem`, loaded or not.
+    pub module: ModuleFacts,
+    /// `nvidia.ko`: `None` when not loaded, else its version (if it has one).
+    pub nvidia_driver: Option<Option<String>>,
+    /// Whether `/proc/kallsyms` could be read (the two fields below need it).
+    pub kallsyms_readable: bool,
+    /// The modules exporting `nvidia_p2p_*` (`vmlinux` for the kernel image), sorted.
+    pub p2p_exporters: Vec<String>,
+    /// The module exporting `ib_register_peer_memory_client`, if any.
+    pub peer_memory_provider: Option<String>,
+    /// Other peer-memory modules that are loaded (`nv_peer_mem`, or NVIDIA's
+    /// `nvidia_peermem` in this one's place).
+    pub conflicts_loaded: Vec<String>,
+    /// Installed module files (below `/lib/modules/<release>/`) of other peer-memory modules.
+    pub conflicts_installed: Vec<String>,
+}
+
+/// The running kernel as the `kernel.*` checks read it; `None` where it cannot be told.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelFacts {
+    /// The configuration file read.
+    pub config: Option<String>,
+    /// `CONFIG_RUST`.
+    pub rust: Option<bool>,
+    /// How a build gets the kernel's Rust support: `kernel` or `carried`.
+    pub rust_mode: Option<String>,
+    /// `CONFIG_MODVERSIONS`.
+    pub modversions: Option<bool>,
+    /// `/proc/sys/kernel/modules_disabled`.
+    pub modules_disabled: Option<bool>,
+    /// Whether unsigned modules are refused.
+    pub signatures_enforced: Option<bool>,
+    /// The lockdown level (`none`, `integrity`, `confidentiality`).
+    pub lockdown: Option<String>,
+}
+
+/// `nvidia_peermem` as `/sys/module` and `/lib/modules` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleFacts {
+    /// Whether `/sys/module/nvidia_peermem` exists.
+    pub loaded: bool,
+    /// `version`, when loaded.
+    pub version: Option<String>,
+    /// `initstate`, when loaded.
+    pub initstate: Option<String>,
+    /// Whether the loaded module is NVIDIA's bundled one (its version is the driver's).
+    pub nvidia_bundled: bool,
+    /// Every parameter in `/sys/module/nvidia_peermem/parameters`, by name.
+    pub parameters: Vec<(String, String)>,
+    /// This project's module files for the running kernel (below `/lib/modules/<release>/`).
+    pub installed: Vec<String>,
+}
 
 /// Where the kernel lists a module's parameters.
 fn params_dir() -> String {
@@ -16,20 +78,20 @@ fn params_dir() -> String {
 }
 
 /// The facts of one run.
-pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
-    let module = match &ctx.ours {
+pub(crate) fn gather(host: &Host<'_>) -> Facts {
+    let module = match &host.ours {
         None => ModuleFacts::default(),
         Some(m) => ModuleFacts {
             loaded: true,
             version: m.version.clone(),
             initstate: m.initstate.clone(),
-            nvidia_bundled: ctx.loaded_is_nvidias(),
-            parameters: ctx
+            nvidia_bundled: host.loaded_is_nvidias(),
+            parameters: host
                 .root
                 .list(&params_dir())
                 .into_iter()
                 .filter_map(|p| {
-                    let value = ctx.root.read_attr(&format!("{}/{p}", params_dir()))?;
+                    let value = host.root.read_attr(&format!("{}/{p}", params_dir()))?;
                     Some((p, value))
                 })
                 .collect(),
@@ -37,7 +99,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
         },
     };
     let module = ModuleFacts {
-        installed: ctx
+        installed: host
             .files
             .iter()
             .filter(|f| f.origin == Origin::Ours)
@@ -45,7 +107,7 @@ pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
             .collect(),
         ..module
     };
-    let mut p2p_exporters: Vec<String> = ctx
+    let mut p2p_exporters: Vec<String> = host
         .kallsyms
         .with_prefix(NV_P2P_PREFIX)
         .map(|(_, m)| m.unwrap_or("vmlinux").to_string())
@@ -53,25 +115,25 @@ pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
     p2p_exporters.sort();
     p2p_exporters.dedup();
     let mut conflicts_loaded = Vec::new();
-    if kmod::loaded(ctx.root, "nv_peer_mem").is_some() {
+    if kmod::loaded(host.root, "nv_peer_mem").is_some() {
         conflicts_loaded.push("nv_peer_mem".to_string());
     }
-    if ctx.loaded_is_nvidias() {
+    if host.loaded_is_nvidias() {
         conflicts_loaded.push(MODULE.to_string());
     }
     Facts {
-        kernel_release: ctx.release.clone(),
-        kernel: kernel(ctx),
+        kernel_release: host.release.clone(),
+        kernel: kernel(host),
         module,
-        nvidia_driver: ctx.nvidia.as_ref().map(|n| n.version.clone()),
-        kallsyms_readable: ctx.kallsyms.readable,
+        nvidia_driver: host.nvidia.as_ref().map(|n| n.version.clone()),
+        kallsyms_readable: host.kallsyms.readable,
         p2p_exporters,
-        peer_memory_provider: ctx
+        peer_memory_provider: host
             .kallsyms
             .owner(PEER_REGISTER)
             .map(|m| m.unwrap_or("vmlinux").to_string()),
         conflicts_loaded,
-        conflicts_installed: ctx
+        conflicts_installed: host
             .files
             .iter()
             .filter(|f| f.origin != Origin::Ours)
@@ -81,12 +143,12 @@ pub(crate) fn gather(ctx: &Ctx<'_>) -> Facts {
 }
 
 /// The kernel's facts.
-fn kernel(ctx: &Ctx<'_>) -> KernelFacts {
-    let config = ctx.config();
+fn kernel(host: &Host<'_>) -> KernelFacts {
+    let config = host.config();
     KernelFacts {
         config: config.map(|c| c.source.clone()),
         rust: config.map(|c| c.enabled("CONFIG_RUST")),
-        rust_mode: ctx.rust.as_ref().map(|r| {
+        rust_mode: host.rust.as_ref().map(|r| {
             match r.mode {
                 Mode::Kernel => "kernel",
                 Mode::Carried(_) => "carried",
@@ -94,13 +156,13 @@ fn kernel(ctx: &Ctx<'_>) -> KernelFacts {
             .to_string()
         }),
         modversions: config.map(|c| c.enabled("CONFIG_MODVERSIONS")),
-        modules_disabled: match ctx.root.read_attr(MODULES_DISABLED).as_deref() {
+        modules_disabled: match host.root.read_attr(MODULES_DISABLED).as_deref() {
             Some("0") => Some(false),
             Some("1") => Some(true),
             _ => None,
         },
-        signatures_enforced: ctx.enforcement.enforced,
-        lockdown: ctx
+        signatures_enforced: host.enforcement.enforced,
+        lockdown: host
             .enforcement
             .lockdown
             .as_ref()
@@ -113,7 +175,9 @@ mod tests {
     use std::fs;
     use std::path::{Path, PathBuf};
 
-    use crate::report::Facts;
+    use super::Facts;
+    use crate::cuda::CudaAnswer;
+    use crate::host::Host;
     use crate::root::Root;
 
     /// A scratch root with `files` (path, content).
@@ -122,7 +186,8 @@ mod tests {
     }
 
     fn facts(dir: &Path) -> Facts {
-        crate::run(&Root::new(dir).expect("root")).facts
+        let root = Root::new(dir).expect("root");
+        super::gather(&Host::read(&root, CudaAnswer::NotAsked))
     }
 
     /// The stack of the guest tests: the module, a GPU simulator named

@@ -6,13 +6,15 @@
 //! the exact toolchain it names, or carried mode's toolchain; where it
 //! enforces signatures, the module must be signed.
 
-use super::rust_mode::{self, Mode, RustMode, Why};
-use super::{build, list, Ctx, MODULE};
+use super::build;
+use super::check::Check;
 use crate::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
+use crate::host::rust_mode::{self, Mode, RustMode, Why};
+use crate::host::{Host, MODULE};
 use crate::kconfig::KConfig;
 use crate::kmod::{modules_dir, Origin};
-use crate::report::Check;
 use crate::signing::{self, ModSig};
+use crate::text::list;
 use crate::toolchain::Found;
 
 /// The switch that turns module loading off until the next boot.
@@ -21,11 +23,11 @@ pub const MODULES_DISABLED: &str = "/proc/sys/kernel/modules_disabled";
 /// Files an out-of-tree Rust module links against in the kernel tree
 /// `build` (as `scripts/rust-headers.sh` checks): the target spec only where
 /// the architecture has one.
-fn rust_build_files(ctx: &Ctx<'_>, build: &str) -> Vec<&'static str> {
+fn rust_build_files(host: &Host<'_>, build: &str) -> Vec<&'static str> {
     let mut files = vec![rust_mode::KERNEL_CRATE, "rust/libmacros.so"];
-    if ctx
+    if host
         .config()
-        .is_none_or(|c| rust_mode::needs_target_spec(ctx.root, build, c))
+        .is_none_or(|c| rust_mode::needs_target_spec(host.root, build, c))
     {
         files.push(rust_mode::TARGET_SPEC);
     }
@@ -33,30 +35,30 @@ fn rust_build_files(ctx: &Ctx<'_>, build: &str) -> Vec<&'static str> {
 }
 
 /// `kernel 7.3.4+deb13-amd64`, or `this kernel`.
-fn kernel_name(ctx: &Ctx<'_>) -> String {
-    ctx.release
+fn kernel_name(host: &Host<'_>) -> String {
+    host.release
         .as_deref()
         .map_or("this kernel".to_string(), |r| format!("kernel {r}"))
 }
 
 /// Whether this project's module is loaded or installed for the running kernel.
-fn ours_present(ctx: &Ctx<'_>) -> bool {
-    (ctx.ours.is_some() && !ctx.loaded_is_nvidias())
-        || ctx.files.iter().any(|f| f.origin == Origin::Ours)
+fn ours_present(host: &Host<'_>) -> bool {
+    (host.ours.is_some() && !host.loaded_is_nvidias())
+        || host.files.iter().any(|f| f.origin == Origin::Ours)
 }
 
 /// A line about what blocks a build: WARN when a module is already
 /// there (this one, so only a rebuild fails, as the summary then says; or
 /// NVIDIA's, which works meanwhile), FAIL when none can be had at all.
-fn build_blocked(ctx: &Ctx<'_>, id: &'static str, summary: String, fix: String) -> Check {
-    if ours_present(ctx) {
+fn build_blocked(host: &Host<'_>, id: &'static str, summary: String, fix: String) -> Check {
+    if ours_present(host) {
         return Check::warn(
             id,
             format!("{summary}; the installed {MODULE} works, but no rebuild can (DKMS after a driver or OFED upgrade)"),
             fix,
         );
     }
-    if ctx.loaded_is_nvidias() {
+    if host.loaded_is_nvidias() {
         return Check::warn(
             id,
             format!("{summary}; NVIDIA's own {MODULE} is loaded and works meanwhile"),
@@ -67,29 +69,29 @@ fn build_blocked(ctx: &Ctx<'_>, id: &'static str, summary: String, fix: String) 
 }
 
 /// Whether module loading is off: no `CONFIG_MODULES`, or `modules_disabled` set.
-pub(crate) fn loading_off(ctx: &Ctx<'_>) -> bool {
-    ctx.config().is_some_and(|c| !c.enabled("CONFIG_MODULES"))
-        || ctx.root.read_attr(MODULES_DISABLED).as_deref() == Some("1")
+pub(crate) fn loading_off(host: &Host<'_>) -> bool {
+    host.config().is_some_and(|c| !c.enabled("CONFIG_MODULES"))
+        || host.root.read_attr(MODULES_DISABLED).as_deref() == Some("1")
 }
 
 /// `kernel.modules`: does this kernel load modules at all?
-pub(crate) fn modules(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn modules(host: &Host<'_>) -> Check {
     const ID: &str = "kernel.modules";
-    let kernel = kernel_name(ctx);
-    if ctx.config().is_some_and(|c| !c.enabled("CONFIG_MODULES")) {
+    let kernel = kernel_name(host);
+    if host.config().is_some_and(|c| !c.enabled("CONFIG_MODULES")) {
         return Check::fail(
             ID,
             format!("{kernel} cannot load modules (CONFIG_MODULES is not set)"),
             "boot a kernel with loadable module support (CONFIG_MODULES=y), as distribution kernels have",
         );
     }
-    let disabled = ctx.root.read_attr(MODULES_DISABLED);
+    let disabled = host.root.read_attr(MODULES_DISABLED);
     let detail = vec![format!(
         "{MODULES_DISABLED}: {}",
         disabled.as_deref().unwrap_or("absent")
     )];
     match disabled.as_deref() {
-        Some("1") if ctx.ours.is_some() => Check::ok(
+        Some("1") if host.ours.is_some() => Check::ok(
             ID,
             format!("module loading is disabled (modules_disabled=1), after {MODULE} was loaded"),
         ),
@@ -101,7 +103,7 @@ pub(crate) fn modules(ctx: &Ctx<'_>) -> Check {
              switch cannot be turned back",
         ),
         Some("0") => Check::ok(ID, "the kernel loads modules (modules_disabled=0)"),
-        _ if ctx.config().is_some() => Check::ok(ID, "the kernel loads modules (CONFIG_MODULES=y)"),
+        _ if host.config().is_some() => Check::ok(ID, "the kernel loads modules (CONFIG_MODULES=y)"),
         _ => Check::info(
             ID,
             "cannot tell whether the kernel loads modules (no modules_disabled, configuration unreadable)",
@@ -111,8 +113,8 @@ pub(crate) fn modules(ctx: &Ctx<'_>) -> Check {
 }
 
 /// Where the configuration was read, and what was wrong with the sources before it.
-fn config_detail(ctx: &Ctx<'_>) -> Vec<String> {
-    let read = &ctx.config;
+fn config_detail(host: &Host<'_>) -> Vec<String> {
+    let read = &host.config;
     let mut detail: Vec<String> = read
         .problems
         .iter()
@@ -142,11 +144,11 @@ fn config_detail(ctx: &Ctx<'_>) -> Vec<String> {
 /// `kernel.rust`: how a build gets the kernel's Rust support (kernel or
 /// carried mode, and why), what that mode still lacks, and which
 /// modversions the kernel uses.
-pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn rust(host: &Host<'_>) -> Check {
     const ID: &str = "kernel.rust";
-    let kernel = kernel_name(ctx);
-    let mut detail = config_detail(ctx);
-    let (Some(c), Some(rm)) = (ctx.config(), ctx.rust.as_ref()) else {
+    let kernel = kernel_name(host);
+    let mut detail = config_detail(host);
+    let (Some(c), Some(rm)) = (host.config(), host.rust.as_ref()) else {
         return Check::info(
             ID,
             format!("the configuration of {kernel} is unreadable: whether a Rust module can be built for it is unknown"),
@@ -200,31 +202,31 @@ pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
                 .map_or("without MODVERSIONS".to_string(), |m| format!("with {m}"))
         ),
     };
-    let Toolchain { mut lacks, fix, .. } = toolchain_state(ctx, c, rm);
+    let Toolchain { mut lacks, fix, .. } = toolchain_state(host, c, rm);
     let mut fixes = Vec::new();
     if !lacks.is_empty() {
         fixes.push(fix);
     }
-    if let Some((what, fix)) = headers_state(ctx, rm).lack(rm) {
+    if let Some((what, fix)) = headers_state(host, rm).lack(rm) {
         lacks.push(what);
         fixes.push(fix);
     }
     if !lacks.is_empty() {
         let summary = format!("{summary}; it lacks {}", list(&lacks));
-        return build_blocked(ctx, ID, summary, fixes.join("; ")).detail(detail);
+        return build_blocked(host, ID, summary, fixes.join("; ")).detail(detail);
     }
-    if modversions.is_none() || (ctx.ours.is_some() && !ctx.loaded_is_nvidias()) {
+    if modversions.is_none() || (host.ours.is_some() && !host.loaded_is_nvidias()) {
         return Check::ok(ID, summary).detail(detail);
     }
     // With MODVERSIONS the build takes the CRCs of the driver's and the RDMA
     // core's modules installed for the kernel (scripts/find-symvers.sh).
-    let release = ctx.release.as_deref().unwrap_or("<release>");
+    let release = host.release.as_deref().unwrap_or("<release>");
     let mut missing = Vec::new();
     for (whose, symbol) in build::EXPORTERS {
-        match ctx
+        match host
             .release
             .as_deref()
-            .and_then(|r| build::exporter_file(ctx, r, symbol))
+            .and_then(|r| build::exporter_file(host, r, symbol))
         {
             Some(file) => detail.push(format!("MODVERSIONS: the CRCs of {whose} from {file}")),
             None => missing.push(format!("{whose}'s {symbol}")),
@@ -262,10 +264,10 @@ pub(crate) fn rust(ctx: &Ctx<'_>) -> Check {
 /// The configuration and the build's mode, or the INFO line that says why
 /// a check about building cannot tell.
 fn build_inputs<'a>(
-    ctx: &'a Ctx<'_>,
+    host: &'a Host<'_>,
     id: &'static str,
 ) -> Result<(&'a KConfig, &'a RustMode), Check> {
-    match (ctx.config(), ctx.rust.as_ref()) {
+    match (host.config(), host.rust.as_ref()) {
         (Some(c), Some(rm)) => Ok((c, rm)),
         _ => Err(Check::info(
             id,
@@ -309,7 +311,7 @@ struct Toolchain {
 
 /// Kernel mode: the exact rustc and bindgen the kernel names. Carried
 /// mode: rustc and bindgen from the pinned minima, rust-src, libclang.
-fn toolchain_state(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> Toolchain {
+fn toolchain_state(host: &Host<'_>, c: &KConfig, rm: &RustMode) -> Toolchain {
     if let Some(t) = &rm.carried {
         let lacks: Vec<String> = t.missing.iter().map(|(_, what)| what.clone()).collect();
         let summary = if lacks.is_empty() {
@@ -336,7 +338,7 @@ fn toolchain_state(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> Toolchain {
             detail: t.detail.clone(),
         };
     }
-    let (rustc, bindgen, lacks) = kernel_toolchain(ctx, c, rm);
+    let (rustc, bindgen, lacks) = kernel_toolchain(host, c, rm);
     let summary = if lacks.is_empty() {
         format!(
             "rustc {} and bindgen {} on PATH are the ones the kernel was built with",
@@ -362,17 +364,17 @@ fn show(v: Option<Version>) -> String {
 }
 
 /// `kernel.toolchain`: is the toolchain the build's mode needs on PATH?
-pub(crate) fn toolchain(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn toolchain(host: &Host<'_>) -> Check {
     const ID: &str = "kernel.toolchain";
-    let (c, rm) = match build_inputs(ctx, ID) {
+    let (c, rm) = match build_inputs(host, ID) {
         Ok(inputs) => inputs,
         Err(check) => return check,
     };
-    let t = toolchain_state(ctx, c, rm);
+    let t = toolchain_state(host, c, rm);
     if t.lacks.is_empty() {
         return Check::ok(ID, t.summary).detail(t.detail);
     }
-    build_blocked(ctx, ID, t.summary, t.fix).detail(t.detail)
+    build_blocked(host, ID, t.summary, t.fix).detail(t.detail)
 }
 
 /// A program of the toolchain against the version text the kernel names.
@@ -386,13 +388,19 @@ struct OnPath {
 }
 
 /// The `name` found on PATH against the version text of `option`.
-fn on_path(ctx: &Ctx<'_>, c: &KConfig, found: Option<&Found>, name: &str, option: &str) -> OnPath {
+fn on_path(
+    host: &Host<'_>,
+    c: &KConfig,
+    found: Option<&Found>,
+    name: &str,
+    option: &str,
+) -> OnPath {
     let want = c.get(option).unwrap_or("");
     let wanted = version_number(want).to_string();
     let mut detail = vec![c.show(option)];
     let have = match found {
         None => {
-            detail.push(format!("{name}: not on PATH ({})", ctx.path.join(":")));
+            detail.push(format!("{name}: not on PATH ({})", host.path.join(":")));
             "none".to_string()
         }
         Some(f) => match &f.version {
@@ -430,12 +438,12 @@ fn source_series(release: &str) -> String {
 }
 
 /// Debian's kernel source, from which `rust-headers` builds the crates.
-fn linux_source(ctx: &Ctx<'_>, release: &str) -> Option<String> {
+fn linux_source(host: &Host<'_>, release: &str) -> Option<String> {
     let base = format!("/usr/src/linux-source-{}", source_series(release));
     [".tar.xz", ".tar.bz2", ""]
         .iter()
         .map(|ext| format!("{base}{ext}"))
-        .find(|p| ctx.root.exists(p))
+        .find(|p| host.root.exists(p))
 }
 
 /// What to install when the headers cannot build a Rust module in kernel mode.
@@ -501,13 +509,13 @@ enum Headers {
 }
 
 /// Where the kernel's headers are and what a build in its mode finds there.
-fn headers_state(ctx: &Ctx<'_>, rm: &RustMode) -> Headers {
-    let Some(release) = ctx.release.clone() else {
+fn headers_state(host: &Host<'_>, rm: &RustMode) -> Headers {
+    let Some(release) = host.release.clone() else {
         return Headers::Unknown;
     };
     let build = format!("{}/build", modules_dir(&release));
-    if !ctx.root.is_dir(&build) {
-        let packaged = ctx.root.is_dir(&modules_dir(&release));
+    if !host.root.is_dir(&build) {
+        let packaged = host.root.is_dir(&modules_dir(&release));
         return Headers::Absent {
             release,
             build,
@@ -519,7 +527,7 @@ fn headers_state(ctx: &Ctx<'_>, rm: &RustMode) -> Headers {
         return match ["include/config/auto.conf", ".config"]
             .iter()
             .map(|f| format!("{build}/{f}"))
-            .find(|f| ctx.root.exists(f))
+            .find(|f| host.root.exists(f))
         {
             Some(config) => Headers::Configured {
                 release,
@@ -529,12 +537,12 @@ fn headers_state(ctx: &Ctx<'_>, rm: &RustMode) -> Headers {
             None => Headers::Unconfigured { release, build },
         };
     }
-    let missing = rust_build_files(ctx, &build)
+    let missing = rust_build_files(host, &build)
         .iter()
-        .filter(|f| !ctx.root.exists(&format!("{build}/{f}")))
+        .filter(|f| !host.root.exists(&format!("{build}/{f}")))
         .map(|f| f.to_string())
         .collect();
-    let source = linux_source(ctx, &release);
+    let source = linux_source(host, &release);
     Headers::Crates {
         release,
         build,
@@ -584,14 +592,14 @@ fn unconfigured_fix(release: &str) -> String {
 /// `kernel.headers`: are the kernel's headers there, with what the
 /// build's mode needs of them (kernel mode: the compiled Rust crates a
 /// module links against; carried mode: only the configuration)?
-pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn headers(host: &Host<'_>) -> Check {
     const ID: &str = "kernel.headers";
-    let (c, rm) = match build_inputs(ctx, ID) {
+    let (c, rm) = match build_inputs(host, ID) {
         Ok(inputs) => inputs,
         Err(check) => return check,
     };
-    let state = headers_state(ctx, rm);
-    let mut detail = crate_detail(ctx, &state);
+    let state = headers_state(host, rm);
+    let mut detail = crate_detail(host, &state);
     let check = match &state {
         Headers::Unknown => return Check::info(ID, "kernel release unknown: headers not checked"),
         Headers::Absent {
@@ -599,13 +607,13 @@ pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
             build,
             packaged,
         } => build_blocked(
-            ctx,
+            host,
             ID,
             format!("no headers for {release} ({build})"),
             headers_install_fix(rm, release, *packaged),
         ),
         Headers::Unconfigured { release, build } => build_blocked(
-            ctx,
+            host,
             ID,
             format!(
                 "the headers of {release} ({build}) hold no .config or include/config/auto.conf: \
@@ -616,7 +624,7 @@ pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
         Headers::Configured { release, build, .. }
             if matches!(rm.mode, Mode::Carried(Why::NoCrates { .. })) =>
         {
-            dkms_crates(ctx, c, rm, release, build)
+            dkms_crates(host, c, rm, release, build)
         }
         Headers::Configured { release, config, .. } => Check::ok(
             ID,
@@ -636,7 +644,7 @@ pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
             )
         }
         Headers::Crates { release, missing, source: None, .. } => build_blocked(
-            ctx,
+            host,
             ID,
             format!(
                 "the headers of {release} lack the compiled Rust crates ({}) and no linux-source-{} is there to build them from",
@@ -651,7 +659,7 @@ pub(crate) fn headers(ctx: &Ctx<'_>) -> Check {
 
 /// The detail of `kernel.headers`: the compiled crates' files, where a
 /// Rust kernel's headers would have them.
-fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
+fn crate_detail(host: &Host<'_>, state: &Headers) -> Vec<String> {
     let build = match state {
         Headers::Configured { build, .. } | Headers::Crates { build, .. } => build,
         Headers::Unconfigured { build, .. } => {
@@ -660,13 +668,13 @@ fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
         Headers::Absent { build, .. } => return vec![format!("{build}: absent")],
         Headers::Unknown => return Vec::new(),
     };
-    if ctx.config().is_some_and(|c| !c.enabled("CONFIG_RUST")) {
+    if host.config().is_some_and(|c| !c.enabled("CONFIG_RUST")) {
         return Vec::new();
     }
-    rust_build_files(ctx, build)
+    rust_build_files(host, build)
         .iter()
         .map(|f| {
-            let present = ctx.root.exists(&format!("{build}/{f}"));
+            let present = host.root.exists(&format!("{build}/{f}"));
             format!(
                 "{build}/{f}: {}",
                 if present { "present" } else { "absent" }
@@ -676,16 +684,16 @@ fn crate_detail(ctx: &Ctx<'_>, state: &Headers) -> Vec<String> {
 }
 
 /// The rustc and bindgen the kernel names against PATH's, and what differs.
-fn kernel_toolchain(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPath, Vec<String>) {
+fn kernel_toolchain(host: &Host<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPath, Vec<String>) {
     let rustc = on_path(
-        ctx,
+        host,
         c,
         rm.rustc.as_ref(),
         "rustc",
         "CONFIG_RUSTC_VERSION_TEXT",
     );
     let bindgen = on_path(
-        ctx,
+        host,
         c,
         rm.bindgen.as_ref(),
         "bindgen",
@@ -704,13 +712,13 @@ fn kernel_toolchain(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPat
 /// `$(CROSS_COMPILE_COMPAT)gcc` (`arch/arm64/Kconfig`, `arch/arm64/Makefile`
 /// `vdso_prepare`). Debian's headers name the prefix in `.kernelvariables`.
 /// What PATH lacks, in a few words, and how to get it.
-fn compat_vdso_lack(ctx: &Ctx<'_>, c: &KConfig, build: &str) -> Option<(String, String)> {
+fn compat_vdso_lack(host: &Host<'_>, c: &KConfig, build: &str) -> Option<(String, String)> {
     if !c.enabled("CONFIG_COMPAT_VDSO")
         || (c.enabled("CONFIG_CC_IS_CLANG") && c.enabled("CONFIG_LD_IS_LLD"))
     {
         return None;
     }
-    let vars = ctx
+    let vars = host
         .root
         .read_text(&format!("{build}/.kernelvariables"))
         .unwrap_or_default();
@@ -728,8 +736,8 @@ fn compat_vdso_lack(ctx: &Ctx<'_>, c: &KConfig, build: &str) -> Option<(String, 
         ));
     };
     let gcc = format!("{prefix}gcc");
-    let on_path = ctx.path.iter().any(|dir| {
-        ctx.root
+    let on_path = host.path.iter().any(|dir| {
+        host.root
             .host_path(&format!("{}/{gcc}", dir.trim_end_matches('/')))
             .is_some_and(|p| p.is_file())
     });
@@ -749,20 +757,20 @@ fn compat_vdso_lack(ctx: &Ctx<'_>, c: &KConfig, build: &str) -> Option<(String, 
 /// linux-source with the kernel's own toolchain (then the build takes kernel
 /// mode); where it cannot, it says why and the build takes carried mode, as
 /// a build from the source tree does.
-fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
+fn dkms_crates(host: &Host<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
     const ID: &str = "kernel.headers";
-    let (rustc, bindgen, mut wrong) = kernel_toolchain(ctx, c, rm);
+    let (rustc, bindgen, mut wrong) = kernel_toolchain(host, c, rm);
     let mut fixes = Vec::new();
     if !wrong.is_empty() {
         fixes.push(toolchain_fix(&rustc.wanted, &bindgen.wanted));
     }
-    if let Some((what, fix)) = compat_vdso_lack(ctx, c, build) {
+    if let Some((what, fix)) = compat_vdso_lack(host, c, build) {
         wrong.push(what);
         fixes.push(fix);
     }
     let lacking = format!("the headers of {release} lack the compiled Rust crates");
     let carried = format!("DKMS builds in carried mode (kernel.rust), as `make KDIR={build}` does");
-    match linux_source(ctx, release) {
+    match linux_source(host, release) {
         Some(source) if wrong.is_empty() => Check::ok(
             ID,
             format!(
@@ -791,9 +799,9 @@ fn dkms_crates(ctx: &Ctx<'_>, c: &KConfig, rm: &RustMode, release: &str, build: 
 }
 
 /// How to get a module signed that this kernel accepts.
-fn signing_fix(ctx: &Ctx<'_>) -> String {
-    if !ctx.root.is_dir(signing::EFI_DIR) {
-        let hash = ctx
+fn signing_fix(host: &Host<'_>) -> String {
+    if !host.root.is_dir(signing::EFI_DIR) {
+        let hash = host
             .config()
             .and_then(|c| c.get("CONFIG_MODULE_SIG_HASH"))
             .unwrap_or("sha256");
@@ -803,7 +811,7 @@ fn signing_fix(ctx: &Ctx<'_>) -> String {
              kernel): `scripts/sign-file {hash} <key> <certificate> {MODULE}.ko`"
         );
     }
-    let mok = signing::dkms_mok(ctx.root);
+    let mok = signing::dkms_mok(host.root);
     format!(
         "DKMS signs the modules it builds with its MOK, here {} and its certificate {} (mok_signing_key, \
          mok_certificate in /etc/dkms/framework.conf; Debian's dkms makes /var/lib/dkms/mok.key and mok.pub at \
@@ -815,16 +823,16 @@ fn signing_fix(ctx: &Ctx<'_>) -> String {
 }
 
 /// The signature of each of this project's module files.
-fn installed_signatures(ctx: &Ctx<'_>) -> Vec<(String, ModSig)> {
-    let Some(release) = ctx.release.as_deref() else {
+fn installed_signatures(host: &Host<'_>) -> Vec<(String, ModSig)> {
+    let Some(release) = host.release.as_deref() else {
         return Vec::new();
     };
-    ctx.files
+    host.files
         .iter()
         .filter(|f| f.origin == Origin::Ours)
         .map(|f| {
             let path = format!("{}/{}", modules_dir(release), f.rel);
-            (f.rel.clone(), signing::module_signature(ctx.root, &path))
+            (f.rel.clone(), signing::module_signature(host.root, &path))
         })
         .collect()
 }
@@ -839,10 +847,10 @@ fn signature_line(file: &str, sig: &ModSig) -> String {
 }
 
 /// `kernel.signing`: where the kernel enforces signatures, is the module signed?
-pub(crate) fn signing(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn signing(host: &Host<'_>) -> Check {
     const ID: &str = "kernel.signing";
-    let e = &ctx.enforcement;
-    let files = installed_signatures(ctx);
+    let e = &host.enforcement;
+    let files = installed_signatures(host);
     let mut detail = e.evidence.clone();
     detail.extend(files.iter().map(|(f, sig)| signature_line(f, sig)));
     match e.enforced {
@@ -854,20 +862,24 @@ pub(crate) fn signing(ctx: &Ctx<'_>) -> Check {
             "mount securityfs (`mount -t securityfs securityfs /sys/kernel/security`): its lockdown \
              file says; so does the kernel configuration (kernel.rust)",
         ),
-        Some(true) => enforced_signing(ctx, &files, &mut detail),
+        Some(true) => enforced_signing(host, &files, &mut detail),
     }
     .detail(detail)
 }
 
 /// `kernel.signing` where signatures are enforced: loaded, unsigned,
 /// not installed, unknown, or signed (and its key enrolled?).
-fn enforced_signing(ctx: &Ctx<'_>, files: &[(String, ModSig)], detail: &mut Vec<String>) -> Check {
+fn enforced_signing(
+    host: &Host<'_>,
+    files: &[(String, ModSig)],
+    detail: &mut Vec<String>,
+) -> Check {
     const ID: &str = "kernel.signing";
     let enforced = format!(
         "the kernel loads only signed modules ({})",
-        ctx.enforcement.reasons.join(", ")
+        host.enforcement.reasons.join(", ")
     );
-    if ctx.ours.is_some() && !ctx.loaded_is_nvidias() {
+    if host.ours.is_some() && !host.loaded_is_nvidias() {
         return Check::ok(ID, format!("{enforced} and accepted {MODULE}"));
     }
     let of = |want: fn(&ModSig) -> bool| -> Vec<String> {
@@ -883,21 +895,21 @@ fn enforced_signing(ctx: &Ctx<'_>, files: &[(String, ModSig)], detail: &mut Vec<
     );
     if !unsigned.is_empty() {
         let summary = format!("{enforced}, and {} carries no signature", list(&unsigned));
-        return Check::fail(ID, summary, signing_fix(ctx));
+        return Check::fail(ID, summary, signing_fix(host));
     }
     if files.is_empty() {
         let summary = format!("{enforced}: {MODULE} must be signed by a key it trusts");
-        return Check::info(ID, summary).fix(signing_fix(ctx));
+        return Check::info(ID, summary).fix(signing_fix(host));
     }
     if !unknown.is_empty() {
         let summary = format!(
             "{enforced}; whether {} is signed is unknown",
             list(&unknown)
         );
-        return Check::info(ID, summary).fix(signing_fix(ctx));
+        return Check::info(ID, summary).fix(signing_fix(host));
     }
-    let mok = signing::dkms_mok(ctx.root);
-    let enrolled = signing::mok_enrolled(ctx.root, &mok.cert);
+    let mok = signing::dkms_mok(host.root);
+    let enrolled = signing::mok_enrolled(host.root, &mok.cert);
     detail.push(format!(
         "{}: {}",
         mok.cert,
@@ -912,16 +924,16 @@ fn enforced_signing(ctx: &Ctx<'_>, files: &[(String, ModSig)], detail: &mut Vec<
             "{enforced}; {MODULE} is signed, but the DKMS certificate {} is not enrolled",
             mok.cert
         );
-        return Check::warn(ID, summary, signing_fix(ctx));
+        return Check::warn(ID, summary, signing_fix(host));
     }
     Check::ok(ID, format!("{enforced}; the installed {MODULE} is signed"))
 }
 
 /// Why `modprobe nvidia_peermem` cannot work on this kernel, for other
 /// checks' fix lines; empty when nothing here stands in the way.
-pub(crate) fn blockers(ctx: &Ctx<'_>) -> Vec<&'static str> {
+pub(crate) fn blockers(host: &Host<'_>) -> Vec<&'static str> {
     let mut why = Vec::new();
-    if loading_off(ctx) {
+    if loading_off(host) {
         why.push("this kernel loads no module now (kernel.modules)");
     }
     why

@@ -2,38 +2,41 @@
 
 //! The module itself: loaded, its parameters, its statistics.
 
-use super::{build, kernel, list, Ctx, MODULE};
+use super::build;
+use super::check::{Check, Stat};
+use super::kernel;
+use crate::host::{Host, MODULE};
 use crate::klog;
 use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
-use crate::report::{Check, Stat};
+use crate::text::list;
 
 /// The module's statistics in debugfs: one `name value` pair per line.
 pub const STATS_PATH: &str = "/sys/kernel/debug/nvidia_peermem/stats";
 
 /// `module.loaded`: is `nvidia_peermem` loaded, and is it this project's?
-pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn loaded(host: &Host<'_>) -> Check {
     const ID: &str = "module.loaded";
-    let ours_installed: Vec<String> = ctx
+    let ours_installed: Vec<String> = host
         .files
         .iter()
         .filter(|f| f.origin == Origin::Ours)
         .map(|f| f.rel.clone())
         .collect();
-    let installed = match &ctx.release {
+    let installed = match &host.release {
         None => "kernel release unknown".to_string(),
         Some(rel) if ours_installed.is_empty() => format!("not installed for kernel {rel}"),
         Some(rel) => format!("installed for kernel {rel}: {}", list(&ours_installed)),
     };
-    let Some(module) = &ctx.ours else {
-        if let Some(check) = refused_for_crc(ctx, &installed) {
+    let Some(module) = &host.ours else {
+        if let Some(check) = refused_for_crc(host, &installed) {
             return check;
         }
-        let blockers = kernel::blockers(ctx);
+        let blockers = kernel::blockers(host);
         // The kernel tree a build in carried mode is given.
-        let carried_build = ctx
+        let carried_build = host
             .release
             .as_deref()
-            .filter(|_| ctx.carried())
+            .filter(|_| host.carried())
             .map(|r| format!("/lib/modules/{r}/build"));
         let fix = if !blockers.is_empty() {
             format!(
@@ -46,7 +49,7 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
                  or from the release tarball's source tree: `make KDIR={build} && make KDIR={build} install`), \
                  then `modprobe nvidia_peermem`"
             )
-        } else if ours_installed.is_empty() && ctx.release.is_some() {
+        } else if ours_installed.is_empty() && host.release.is_some() {
             "install the nvidia-peermem package for this kernel (DKMS builds it), then `modprobe nvidia_peermem`"
                 .to_string()
         } else {
@@ -80,7 +83,7 @@ pub(crate) fn loaded(ctx: &Ctx<'_>) -> Check {
         )
         .detail(detail);
     }
-    if ctx.loaded_is_nvidias() {
+    if host.loaded_is_nvidias() {
         return Check::warn(
             ID,
             format!("the loaded {MODULE}{version} is NVIDIA's bundled module (same version as the driver), not this one"),
@@ -100,8 +103,8 @@ const OPERATOR_MOFED_ROOT: &str = "/run/mellanox/drivers";
 /// The peermem file `modprobe nvidia-peermem` loads for `release`: the
 /// peermem module the install rule modprobe follows loads, else the
 /// modules.dep entry of the name.
-fn modprobe_loads(ctx: &Ctx<'_>, release: &str) -> Option<kmod::ModFile> {
-    let rules = kmod::modprobe_rules(ctx.root, MODULE);
+fn modprobe_loads(host: &Host<'_>, release: &str) -> Option<kmod::ModFile> {
+    let rules = kmod::modprobe_rules(host.root, MODULE);
     let name = match kmod::effective_install(&rules).map(|r| &r.kind) {
         Some(kmod::RuleKind::Install { loads, .. }) => {
             loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
@@ -109,8 +112,8 @@ fn modprobe_loads(ctx: &Ctx<'_>, release: &str) -> Option<kmod::ModFile> {
         _ => None,
     }
     .unwrap_or_else(|| MODULE.to_string());
-    let rel = kmod::modprobe_target(ctx.root, release, &name)?;
-    ctx.files.iter().find(|f| f.rel == rel).cloned()
+    let rel = kmod::modprobe_target(host.root, release, &name)?;
+    host.files.iter().find(|f| f.rel == rel).cloned()
 }
 
 /// `module.loaded` when the kernel's log says it refused the module for a
@@ -118,9 +121,9 @@ fn modprobe_loads(ctx: &Ctx<'_>, release: &str) -> Option<kmod::ModFile> {
 /// against another build of the driver or of the RDMA core than the one
 /// loaded. That module may be NVIDIA's own nvidia_peermem (Debian's
 /// install rule, the GPU Operator's driver container).
-fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
+fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
     const ID: &str = "module.loaded";
-    let sym = klog::crc_refusal(&klog::read(ctx.root), MODULE)?;
+    let sym = klog::crc_refusal(&klog::read(host.root), MODULE)?;
     let whose = if sym.starts_with(NV_P2P_PREFIX) {
         "the NVIDIA driver"
     } else if sym.contains("peer_memory") {
@@ -132,8 +135,8 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
         format!("kernel log: {MODULE}: disagrees about version of symbol {sym}"),
         installed.to_string(),
     ];
-    let release = ctx.release.as_deref();
-    let loads = release.and_then(|r| modprobe_loads(ctx, r));
+    let release = host.release.as_deref();
+    let loads = release.and_then(|r| modprobe_loads(host, r));
     if let (Some(r), Some(f)) = (release, &loads) {
         detail.push(format!(
             "modprobe {MODULE} loads /lib/modules/{r}/{} ({}, by {})",
@@ -144,7 +147,7 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
     }
     if let Some(r) = release {
         if let Some(file) = build::exporter_file(
-            ctx,
+            host,
             r,
             if whose == "the NVIDIA driver" {
                 "nvidia_p2p_get_pages"
@@ -155,10 +158,10 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
             detail.push(format!("{whose}'s module installed for {r}: {file}"));
         }
     }
-    let operator = ctx.root.exists(OPERATOR_DRIVER_ROOT);
+    let operator = host.root.exists(OPERATOR_DRIVER_ROOT);
     if loads.as_ref().is_some_and(|f| f.origin == Origin::Nvidia) {
         let fix = if operator {
-            let upgrade = if ctx.root.exists(OPERATOR_MOFED_ROOT) && whose != "the NVIDIA driver" {
+            let upgrade = if host.root.exists(OPERATOR_MOFED_ROOT) && whose != "the NVIDIA driver" {
                 format!("a network-operator upgrade (its MOFED in {OPERATOR_MOFED_ROOT})")
             } else {
                 format!("an upgrade of {whose}")
@@ -171,13 +174,13 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
             )
         } else {
             // The driver's DKMS module (Debian: nvidia-current), if DKMS has one.
-            let dkms = ctx
+            let dkms = host
                 .root
                 .list("/var/lib/dkms")
                 .into_iter()
                 .filter(|m| m.starts_with("nvidia") && m != "nvidia-peer-memory")
                 .find_map(|m| {
-                    ctx.root
+                    host.root
                         .list(&format!("/var/lib/dkms/{m}"))
                         .pop()
                         .map(|v| format!("{m}/{v}"))
@@ -200,7 +203,7 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
             .detail(detail),
         );
     }
-    if let Some(files) = release.and_then(|r| dkms_crc_sources(ctx, r)) {
+    if let Some(files) = release.and_then(|r| dkms_crc_sources(host, r)) {
         detail.push(format!("its DKMS build took the CRCs from {files}"));
     }
     Some(
@@ -222,13 +225,13 @@ fn refused_for_crc(ctx: &Ctx<'_>, installed: &str) -> Option<Check> {
 /// The files DKMS's latest build of the module for `release` took its CRCs
 /// from (the Makefile's "CRCs from" line in make.log): what the build said,
 /// shown beside what is installed now.
-fn dkms_crc_sources(ctx: &Ctx<'_>, release: &str) -> Option<String> {
+fn dkms_crc_sources(host: &Host<'_>, release: &str) -> Option<String> {
     const DKMS: &str = "/var/lib/dkms/nvidia-peer-memory";
     const LINE: &str = "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ";
-    ctx.root.list(DKMS).iter().rev().find_map(|version| {
+    host.root.list(DKMS).iter().rev().find_map(|version| {
         let dir = format!("{DKMS}/{version}/{release}");
-        ctx.root.list(&dir).iter().find_map(|arch| {
-            let log = ctx.root.read_text(&format!("{dir}/{arch}/log/make.log"))?;
+        host.root.list(&dir).iter().find_map(|arch| {
+            let log = host.root.read_text(&format!("{dir}/{arch}/log/make.log"))?;
             log.lines()
                 .rev()
                 .find_map(|l| l.strip_prefix(LINE).map(|f| f.trim().to_string()))
@@ -237,20 +240,20 @@ fn dkms_crc_sources(ctx: &Ctx<'_>, release: &str) -> Option<String> {
 }
 
 /// `module.params`: the two parameters and what they select.
-pub(crate) fn params(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn params(host: &Host<'_>) -> Check {
     const ID: &str = "module.params";
-    if ctx.ours.is_none() {
+    if host.ours.is_none() {
         return Check::info(ID, "module not loaded: parameters unknown");
     }
     let read = |p: &str| {
-        ctx.root
+        host.root
             .read_attr(&format!("/sys/module/{MODULE}/parameters/{p}"))
     };
     let (persistent, peerdirect) = (read("persistent_api_support"), read("peerdirect_support"));
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_string());
     // This module backs the persistent nv_mem with a revocable client
     // (MIG, vGPU); NVIDIA's registers nv_mem alone.
-    let mode = match (persistent.as_deref(), ctx.loaded_is_nvidias()) {
+    let mode = match (persistent.as_deref(), host.loaded_is_nvidias()) {
         (Some("1"), false) => "persistent nv_mem, revocable nv_mem_fallback behind it",
         (Some("1"), true) => "one persistent client nv_mem: registrations fail on MIG and vGPU",
         (Some("0"), _) => "revocable nv_mem plus persistent nv_mem_nc",
@@ -261,7 +264,7 @@ pub(crate) fn params(ctx: &Ctx<'_>) -> Check {
         show(&persistent),
         show(&peerdirect)
     );
-    let owner = ctx.kallsyms.owner(PEER_REGISTER).flatten();
+    let owner = host.kallsyms.owner(PEER_REGISTER).flatten();
     if peerdirect.as_deref() == Some("1") && owner == Some("ib_uverbs") {
         return Check::warn(
             ID,
@@ -314,19 +317,19 @@ fn error_hint(name: &str) -> &'static str {
 }
 
 /// `module.stats`: the module's counters, with non-zero error counters flagged.
-pub(crate) fn stats(ctx: &Ctx<'_>) -> (Check, Option<Vec<Stat>>) {
+pub(crate) fn stats(host: &Host<'_>) -> (Check, Option<Vec<Stat>>) {
     const ID: &str = "module.stats";
-    if ctx.ours.is_none() {
+    if host.ours.is_none() {
         return (Check::info(ID, "module not loaded: no statistics"), None);
     }
-    let Some(text) = ctx.root.read_text(STATS_PATH) else {
-        if ctx.loaded_is_nvidias() {
+    let Some(text) = host.root.read_text(STATS_PATH) else {
+        if host.loaded_is_nvidias() {
             return (
                 Check::info(ID, "no statistics: NVIDIA's module keeps none"),
                 None,
             );
         }
-        let why = if ctx.root.list("/sys/kernel/debug").is_empty() {
+        let why = if host.root.list("/sys/kernel/debug").is_empty() {
             "debugfs is not mounted or not readable"
         } else {
             "the file is missing or not readable"

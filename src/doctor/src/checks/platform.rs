@@ -5,19 +5,21 @@
 
 use std::collections::BTreeSet;
 
-use super::{advisor, bytes, colon_list, few, list, Ctx, MODULE};
+use super::advisor;
+use super::check::Check;
 use crate::bars::Bar1;
+use crate::host::{Host, GDR_PATHS, MODULE, NCCL_PATHS, UCX_PATHS};
 use crate::pci::{Acs, PciDev, BUS_DEVICES};
-use crate::report::Check;
+use crate::text::{bytes, colon_list, few, list};
 use crate::topology::{Gpu, Link};
 
 /// BAR1 below this makes large registrations fail.
 pub const MIN_BAR1: u64 = 1 << 30;
 
 /// `gpu.devices`: NVIDIA GPUs on the PCI bus.
-pub(crate) fn gpu_devices(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn gpu_devices(host: &Host<'_>) -> Check {
     const ID: &str = "gpu.devices";
-    let gpus: Vec<String> = ctx.topo.gpus.iter().map(|g| g.pci.bdf.clone()).collect();
+    let gpus: Vec<String> = host.topo.gpus.iter().map(|g| g.pci.bdf.clone()).collect();
     if gpus.is_empty() {
         return Check::warn(
             ID,
@@ -25,7 +27,7 @@ pub(crate) fn gpu_devices(ctx: &Ctx<'_>) -> Check {
             "check that the GPU is seated and enumerated (`lspci -d 10de:`), and its power",
         );
     }
-    let detail = ctx
+    let detail = host
         .topo
         .gpus
         .iter()
@@ -45,9 +47,9 @@ pub(crate) fn gpu_devices(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `gpu.bar1`: the BAR1 aperture bounds how much GPU memory can be registered at once.
-pub(crate) fn bar1(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn bar1(host: &Host<'_>) -> Check {
     const ID: &str = "gpu.bar1";
-    let gpus = &ctx.topo.gpus;
+    let gpus = &host.topo.gpus;
     if gpus.is_empty() {
         return Check::info(ID, "no GPU to check");
     }
@@ -104,9 +106,9 @@ fn gpus_with(gpus: &[Gpu], note: impl Fn(&Bar1) -> Option<String>) -> Vec<String
 }
 
 /// `pci.topology`: the nearest NIC of every GPU.
-pub(crate) fn topology(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn topology(host: &Host<'_>) -> Check {
     const ID: &str = "pci.topology";
-    let topo = &ctx.topo;
+    let topo = &host.topo;
     if topo.pairs.is_empty() {
         return Check::info(ID, "no GPU–NIC pair to classify");
     }
@@ -152,12 +154,12 @@ pub(crate) fn topology(ctx: &Ctx<'_>) -> Check {
 ///
 /// Paths through the root complex (PHB, NODE, SYS) go up whatever ACS says,
 /// so only the bridges of PIX and PXB pairs matter.
-pub(crate) fn acs(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn acs(host: &Host<'_>) -> Check {
     const ID: &str = "pci.acs";
-    if ctx.topo.pairs.is_empty() {
+    if host.topo.pairs.is_empty() {
         return Check::info(ID, "no GPU–NIC pair: ACS not checked");
     }
-    let bridges: BTreeSet<&String> = ctx
+    let bridges: BTreeSet<&String> = host
         .topo
         .pairs
         .iter()
@@ -174,8 +176,8 @@ pub(crate) fn acs(ctx: &Ctx<'_>) -> Check {
     let mut enabled = Vec::new();
     let mut unreadable = Vec::new();
     for bdf in &bridges {
-        let acs = PciDev::load(ctx.root, &format!("{BUS_DEVICES}/{bdf}"))
-            .map_or(Acs::Unreadable, |d| d.acs(ctx.root));
+        let acs = PciDev::load(host.root, &format!("{BUS_DEVICES}/{bdf}"))
+            .map_or(Acs::Unreadable, |d| d.acs(host.root));
         match acs {
             Acs::Unreadable => {
                 unreadable.push(bdf.to_string());
@@ -242,12 +244,12 @@ pub(crate) fn acs(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `iommu.mode`: passthrough, translated or off.
-pub(crate) fn iommu(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn iommu(host: &Host<'_>) -> Check {
     const ID: &str = "iommu.mode";
     const FIX: &str = "boot with iommu=pt (it keeps intel_iommu=on/amd_iommu=on working for VFIO) or disable \
                        the IOMMU in the BIOS: under translation every P2P mapping goes through the IOMMU and \
                        ACS sends the traffic through the root complex";
-    let root = ctx.root;
+    let root = host.root;
     let cmdline = root.read_attr("/proc/cmdline").unwrap_or_default();
     let opts: Vec<&str> = cmdline
         .split_whitespace()
@@ -277,12 +279,12 @@ pub(crate) fn iommu(ctx: &Ctx<'_>) -> Check {
         return Check::ok(ID, "IOMMU off: devices use physical addresses").detail(detail);
     }
     // Domain type of the group of each GPU and NIC (`identity` is passthrough).
-    let devices = ctx
+    let devices = host
         .topo
         .gpus
         .iter()
         .map(|g| &g.pci)
-        .chain(ctx.topo.nics.iter().filter_map(|n| n.pci.as_ref()));
+        .chain(host.topo.nics.iter().filter_map(|n| n.pci.as_ref()));
     let mut types: Vec<(String, String)> = devices
         .filter_map(|d| {
             let group = root.resolve(&format!("{}/iommu_group", d.path))?;
@@ -356,24 +358,11 @@ pub(crate) fn iommu(ctx: &Ctx<'_>) -> Check {
     .detail(detail)
 }
 
-/// Files NCCL and UCX test to decide whether GPUDirect RDMA is available.
-pub const GDR_PATHS: [&str; 4] = [
-    "/sys/kernel/mm/memory_peers/nv_mem/version",
-    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-    "/sys/module/nvidia_peermem/version",
-    "/sys/module/nv_peer_mem/version",
-];
-
-/// Which of [`GDR_PATHS`] each consumer accepts (indexes).
-pub const NCCL_PATHS: [usize; 3] = [0, 1, 2];
-/// See [`NCCL_PATHS`].
-pub const UCX_PATHS: [usize; 3] = [0, 2, 3];
-
 /// `gdr.detection`: would NCCL and UCX find peer memory? Where dma-buf
 /// works they do not need it (`gdr.path`), so its absence is not a failure.
-pub(crate) fn gdr_detection(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn gdr_detection(host: &Host<'_>) -> Check {
     const ID: &str = "gdr.detection";
-    let present: Vec<bool> = GDR_PATHS.iter().map(|p| ctx.root.exists(p)).collect();
+    let present = host.gdr;
     let mut detail: Vec<String> = GDR_PATHS
         .iter()
         .zip(&present)
@@ -382,9 +371,9 @@ pub(crate) fn gdr_detection(ctx: &Ctx<'_>) -> Check {
     let sees = |idx: &[usize]| idx.iter().any(|&i| present[i]);
     let (nccl, ucx) = (sees(&NCCL_PATHS), sees(&UCX_PATHS));
     let peers = "/sys/kernel/mm/memory_peers";
-    let peers_dir = ctx.root.is_dir(peers);
+    let peers_dir = host.root.is_dir(peers);
     detail.push(if peers_dir {
-        format!("{peers}: {}", ctx.root.list(peers).join(", "))
+        format!("{peers}: {}", host.root.list(peers).join(", "))
     } else {
         format!("{peers}: absent (MOFED 24.04+ on kernels that do not export mm_kobj)")
     });
@@ -396,7 +385,7 @@ pub(crate) fn gdr_detection(ctx: &Ctx<'_>) -> Check {
     );
     const FIX: &str =
         "load nvidia_peermem: /sys/module/nvidia_peermem/version satisfies both NCCL and UCX";
-    if !nccl && !ucx && advisor::dmabuf(ctx).usable() {
+    if !nccl && !ucx && advisor::dmabuf(host).usable() {
         return Check::info(
             ID,
             format!("{summary}: they register GPU memory through dma-buf here (gdr.path)"),
@@ -409,7 +398,7 @@ pub(crate) fn gdr_detection(ctx: &Ctx<'_>) -> Check {
     if !nccl || !ucx {
         return Check::warn(ID, summary, FIX).detail(detail);
     }
-    if ctx.ours.is_some() && peers_dir && !ctx.root.is_dir(&format!("{peers}/nv_mem")) {
+    if host.ours.is_some() && peers_dir && !host.root.is_dir(&format!("{peers}/nv_mem")) {
         return Check::warn(
             ID,
             format!("{summary}, but {MODULE} has no nv_mem client in {peers}"),

@@ -3,10 +3,11 @@
 //! The two stacks the module sits between: the NVIDIA driver (its
 //! `nvidia_p2p_*` exports) and the RDMA core (the peer-memory API, devices).
 
-use super::{colon_list, list, Ctx};
+use super::check::Check;
+use crate::host::Host;
 use crate::kmod::{self, NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
 use crate::pci;
-use crate::report::Check;
+use crate::text::{colon_list, list};
 
 /// P2P functions the module cannot work without.
 const P2P_REQUIRED: [&str; 6] = [
@@ -28,9 +29,9 @@ const P2P_PERSISTENT: [&str; 2] = [
 const KALLSYMS_FIX: &str = "run as root (/proc/kallsyms is readable)";
 
 /// `nvidia.driver`: is `nvidia.ko` loaded, which version and flavour.
-pub(crate) fn nvidia_driver(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn nvidia_driver(host: &Host<'_>) -> Check {
     const ID: &str = "nvidia.driver";
-    let Some(nv) = &ctx.nvidia else {
+    let Some(nv) = &host.nvidia else {
         return Check::fail(
             ID,
             "the NVIDIA driver (nvidia.ko) is not loaded",
@@ -41,7 +42,7 @@ pub(crate) fn nvidia_driver(ctx: &Ctx<'_>) -> Check {
         Some(v) => format!(" {v}"),
         None => String::new(),
     };
-    let banner = ctx.root.read_attr("/proc/driver/nvidia/version");
+    let banner = host.root.read_attr("/proc/driver/nvidia/version");
     let flavour = match &banner {
         Some(b) if b.contains("Open Kernel Module") => " (open kernel modules)",
         Some(_) => " (proprietary kernel module)",
@@ -58,16 +59,16 @@ pub(crate) fn nvidia_driver(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `nvidia.p2p`: does the driver export the P2P API?
-pub(crate) fn nvidia_p2p(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn nvidia_p2p(host: &Host<'_>) -> Check {
     const ID: &str = "nvidia.p2p";
-    if !ctx.kallsyms.readable {
+    if !host.kallsyms.readable {
         return Check::info(
             ID,
             "/proc/kallsyms unreadable: nvidia_p2p_* exports not checked",
         )
         .fix(KALLSYMS_FIX);
     }
-    let found: Vec<String> = ctx
+    let found: Vec<String> = host
         .kallsyms
         .with_prefix(NV_P2P_PREFIX)
         .map(|(n, m)| format!("{n} [{}]", m.unwrap_or("vmlinux")))
@@ -75,13 +76,13 @@ pub(crate) fn nvidia_p2p(ctx: &Ctx<'_>) -> Check {
     let missing = |names: &[&str]| -> Vec<String> {
         names
             .iter()
-            .filter(|n| ctx.kallsyms.owner(n).is_none())
+            .filter(|n| host.kallsyms.owner(n).is_none())
             .map(|n| n.to_string())
             .collect()
     };
     let (required, persistent) = (missing(&P2P_REQUIRED), missing(&P2P_PERSISTENT));
     if found.is_empty() {
-        let why = if ctx.nvidia.is_none() {
+        let why = if host.nvidia.is_none() {
             " (the driver is not loaded)"
         } else {
             ""
@@ -113,7 +114,7 @@ pub(crate) fn nvidia_p2p(ctx: &Ctx<'_>) -> Check {
         .detail(found);
     }
     let owners: Vec<String> = {
-        let mut o: Vec<String> = ctx
+        let mut o: Vec<String> = host
             .kallsyms
             .with_prefix(NV_P2P_PREFIX)
             .map(|(_, m)| m.unwrap_or("vmlinux").to_string())
@@ -134,30 +135,30 @@ pub(crate) fn nvidia_p2p(ctx: &Ctx<'_>) -> Check {
 }
 
 /// `rdma.peer_symbols`: the peer-memory API and which RDMA core provides it.
-pub(crate) fn peer_symbols(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn peer_symbols(host: &Host<'_>) -> Check {
     const ID: &str = "rdma.peer_symbols";
-    if !ctx.kallsyms.readable {
+    if !host.kallsyms.readable {
         return Check::info(ID, "/proc/kallsyms unreadable: peer-memory API not checked")
             .fix(KALLSYMS_FIX);
     }
     let mut detail = Vec::new();
-    if let Some(m) = kmod::loaded(ctx.root, "mlx_compat") {
+    if let Some(m) = kmod::loaded(host.root, "mlx_compat") {
         detail.push(format!(
             "MLNX_OFED/DOCA-OFED is loaded (mlx_compat {})",
             m.version.unwrap_or_default()
         ));
     }
-    if let Some(v) = kmod::loaded(ctx.root, "mlx5_core").and_then(|m| m.version) {
+    if let Some(v) = kmod::loaded(host.root, "mlx5_core").and_then(|m| m.version) {
         detail.push(format!("mlx5_core {v}"));
     }
-    match ctx.kallsyms.owner(PEER_REGISTER) {
+    match host.kallsyms.owner(PEER_REGISTER) {
         Some(owner) => {
             let flavour = match owner {
                 Some("ib_core") => " (MLNX_OFED/DOCA-OFED 24.04 or older)",
                 Some("ib_uverbs") => " (DOCA-OFED 24.07 or newer)",
                 _ => "",
             };
-            if ctx.kallsyms.owner(PEER_UNREGISTER).is_none() {
+            if host.kallsyms.owner(PEER_UNREGISTER).is_none() {
                 detail.push(format!("{PEER_UNREGISTER} is missing"));
             }
             Check::ok(
@@ -166,7 +167,7 @@ pub(crate) fn peer_symbols(ctx: &Ctx<'_>) -> Check {
             )
             .detail(detail)
         }
-        None if kmod::loaded(ctx.root, "ib_core").is_some_and(|m| m.initstate.is_none()) => Check::fail(
+        None if kmod::loaded(host.root, "ib_core").is_some_and(|m| m.initstate.is_none()) => Check::fail(
             ID,
             format!("{PEER_REGISTER} is absent: the RDMA core is the kernel's own, built in, without PeerDirect"),
             "MLNX_OFED/DOCA-OFED cannot replace an RDMA core built into the kernel (CONFIG_INFINIBAND=y): \
@@ -174,7 +175,7 @@ pub(crate) fn peer_symbols(ctx: &Ctx<'_>) -> Check {
              with ibv_reg_dmabuf_mr (dma-buf, needs the open GPU kernel modules)",
         )
         .detail(detail),
-        None if kmod::loaded(ctx.root, "ib_core").is_some() => Check::fail(
+        None if kmod::loaded(host.root, "ib_core").is_some() => Check::fail(
             ID,
             format!("{PEER_REGISTER} is absent: the loaded RDMA stack is the inbox one, without PeerDirect"),
             "install MLNX_OFED/DOCA-OFED (its ib_core/ib_uverbs provide the peer-memory API) and rebuild \
@@ -195,16 +196,16 @@ pub(crate) fn peer_symbols(ctx: &Ctx<'_>) -> Check {
 const VENDOR_MELLANOX: u16 = 0x15b3;
 
 /// Whether a ConnectX or an InfiniBand-class adapter is on the PCI bus.
-fn rdma_adapter_on_bus(ctx: &Ctx<'_>) -> bool {
-    pci::all(ctx.root)
+fn rdma_adapter_on_bus(host: &Host<'_>) -> bool {
+    pci::all(host.root)
         .iter()
         .any(|d| d.vendor == VENDOR_MELLANOX || d.class >> 8 == 0x0207)
 }
 
 /// `rdma.devices`: RDMA devices and their PCI functions.
-pub(crate) fn rdma_devices(ctx: &Ctx<'_>) -> Check {
+pub(crate) fn rdma_devices(host: &Host<'_>) -> Check {
     const ID: &str = "rdma.devices";
-    let nics = &ctx.topo.nics;
+    let nics = &host.topo.nics;
     let detail: Vec<String> = nics
         .iter()
         .map(|n| {
@@ -227,9 +228,9 @@ pub(crate) fn rdma_devices(ctx: &Ctx<'_>) -> Check {
         .collect();
     let hw: Vec<String> = (0..nics.len())
         .filter(|&i| nics[i].pci.is_some())
-        .map(|i| ctx.topo.nic_label(i))
+        .map(|i| host.topo.nic_label(i))
         .collect();
-    if nics.is_empty() && !rdma_adapter_on_bus(ctx) {
+    if nics.is_empty() && !rdma_adapter_on_bus(host) {
         return Check::warn(
             ID,
             "no RDMA device in /sys/class/infiniband, and no ConnectX or InfiniBand adapter on the PCI bus",
