@@ -5,37 +5,26 @@
 //!
 //! It reads files (sysfs, procfs, `/boot`, `/lib/modules`, `/etc`), all
 //! below a root directory, and runs only `rustc` and `bindgen`, to ask
-//! what they are ([`toolchain`]), so it runs on a busybox-only system and
-//! against fixture trees in tests. Layers, from the bottom: [`root`] (file
-//! access) and [`inflate`] (gzip), [`pci`] and [`bars`], [`kmod`],
-//! [`kconfig`], [`signing`], [`toolchain`], [`carried`] and [`topology`]
-//! (facts), [`checks`] (verdicts), [`report`], [`output`] and
-//! [`prometheus`] (rendering).
+//! what they are, so it runs on a busybox-only system and against fixture
+//! trees in tests. Three floors, each naming only those below it
+//! (`tests/doctor/graph.rs` holds them so):
+//!
+//! * [`host`]: everything read from the host, into one [`host::Host`];
+//!   [`text`], how numbers and lists are written;
+//! * [`checks`]: each check judges the `Host` and returns a [`Check`];
+//! * [`report`] (a run: host, then checks), [`output`] and [`prometheus`]
+//!   (renderings), and the command line.
 
-// Only `cuda` calls C (libcuda through dlopen), with SAFETY comments.
+// Only `host::cuda` calls C (libcuda through dlopen), with SAFETY comments.
 #![deny(unsafe_code)]
 
-pub mod bars;
-pub mod carried;
 pub mod checks;
-pub mod cuda;
-pub mod elf;
 pub mod host;
-pub mod inflate;
-pub mod kconfig;
-pub mod klog;
-pub mod kmod;
-pub mod nccl;
 pub mod output;
-pub mod pci;
 pub mod prometheus;
 pub mod report;
-pub mod root;
-pub mod signing;
 pub mod text;
-pub mod toolchain;
-pub mod topology;
 
 pub use checks::{Check, Facts, KernelFacts, ModuleFacts, Status};
+pub use host::root::Root;
 pub use report::{run, run_with, Report};
-pub use root::Root;

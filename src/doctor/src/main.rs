@@ -13,7 +13,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use peermem_doctor::{cuda, output, prometheus, run, run_with, Root};
+use peermem_doctor::host::cuda;
+use peermem_doctor::{output, prometheus, run, run_with, Root};
 
 const USAGE: &str = "\
 usage: nvidia-peermem-doctor [--root DIR] [--json | --prometheus] [--verbose]

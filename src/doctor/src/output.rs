@@ -8,11 +8,11 @@ use std::fmt::Write;
 
 use serde_json::{json, Map, Value};
 
+use crate::checks::nccl::GdrMode;
 use crate::checks::{Facts, Status};
-use crate::cuda::CudaAnswer;
-use crate::nccl::GdrMode;
+use crate::host::cuda::CudaAnswer;
+use crate::host::topology::Topology;
 use crate::report::Report;
-use crate::topology::Topology;
 
 /// The doctor's version: the repository's VERSION file, which
 /// `scripts/stamp-version.sh` writes into `src/doctor/Cargo.toml`.

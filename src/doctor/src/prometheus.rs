@@ -7,9 +7,9 @@
 
 use std::fmt::Write;
 
+use crate::host::root::Root;
 use crate::host::MODULE;
 use crate::report::Report;
-use crate::root::Root;
 
 /// Where ib_core lists its peer-memory clients (MOFED ≤ 23.10, or later where `mm_kobj` is exported).
 pub const MEMORY_PEERS: &str = "/sys/kernel/mm/memory_peers";

@@ -3,12 +3,12 @@
 //! The top floor's result of a run: one [`Check`] per line, the topology
 //! and the module's statistics, as the host and the checks gave them.
 
+use crate::checks::nccl::{GdrMode, NcclPath};
 use crate::checks::{self, Check, Facts, Stat, Status};
-use crate::cuda::{self, CudaAnswer};
+use crate::host::cuda::{self, CudaAnswer};
+use crate::host::root::Root;
+use crate::host::topology::Topology;
 use crate::host::Host;
-use crate::nccl::{GdrMode, NcclPath};
-use crate::root::Root;
-use crate::topology::Topology;
 
 /// Everything a run found.
 #[derive(Debug, Clone)]

@@ -6,11 +6,11 @@
 //! memory jobs will take.
 
 use super::check::Check;
-use crate::cuda::CudaAnswer;
+use crate::checks::nccl::{self, GdrMode, NcclPath};
+use crate::host::cuda::CudaAnswer;
+use crate::host::kmod::{self, DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
+use crate::host::pci;
 use crate::host::{Host, GDR_PATHS, MODULE, NCCL_PATHS, UCX_PATHS};
-use crate::kmod::{self, DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
-use crate::nccl::{self, GdrMode, NcclPath};
-use crate::pci;
 use crate::text::{few, list};
 
 /// The driver's registry parameters as it prints them.

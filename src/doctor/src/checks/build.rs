@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 
 use super::check::Check;
-use crate::elf::{self, Sections};
+use crate::host::elf::{self, Sections};
+use crate::host::inflate;
+use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::host::{Host, MODULE};
-use crate::inflate;
-use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::text::list;
 
 /// What a module file says about itself.

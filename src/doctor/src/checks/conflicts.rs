@@ -5,8 +5,8 @@
 //! that load one of them for `modprobe nvidia-peermem`.
 
 use super::check::{Check, Status};
+use crate::host::kmod::{self, is_peermem_name, Origin, RuleKind};
 use crate::host::{Host, MODULE};
-use crate::kmod::{self, is_peermem_name, Origin, RuleKind};
 use crate::text::list;
 
 /// The boot-time switch of `nv_peer_mem`'s init script.

@@ -5,9 +5,9 @@
 //! checks' sentences.
 
 use super::kernel::MODULES_DISABLED;
+use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::host::rust_mode::Mode;
 use crate::host::{Host, MODULE};
-use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 
 /// The live state the checks judged, for machines (the JSON `facts`
 /// object): what is loaded, with which version and parameters, who exports
@@ -176,13 +176,13 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::Facts;
-    use crate::cuda::CudaAnswer;
+    use crate::host::cuda::CudaAnswer;
+    use crate::host::root::Root;
     use crate::host::Host;
-    use crate::root::Root;
 
     /// A scratch root with `files` (path, content).
     fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
-        crate::root::scratch_tree(&format!("facts-{name}"), files)
+        crate::host::root::scratch_tree(&format!("facts-{name}"), files)
     }
 
     fn facts(dir: &Path) -> Facts {

@@ -8,14 +8,14 @@
 
 use super::build;
 use super::check::Check;
-use crate::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
+use crate::host::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
+use crate::host::kconfig::KConfig;
+use crate::host::kmod::{modules_dir, Origin};
 use crate::host::rust_mode::{self, Mode, RustMode, Why};
+use crate::host::signing::{self, ModSig};
+use crate::host::toolchain::Found;
 use crate::host::{Host, MODULE};
-use crate::kconfig::KConfig;
-use crate::kmod::{modules_dir, Origin};
-use crate::signing::{self, ModSig};
 use crate::text::list;
-use crate::toolchain::Found;
 
 /// The switch that turns module loading off until the next boot.
 pub const MODULES_DISABLED: &str = "/proc/sys/kernel/modules_disabled";

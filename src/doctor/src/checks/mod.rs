@@ -41,11 +41,12 @@ mod conflicts;
 mod facts;
 mod kernel;
 mod module;
+pub mod nccl;
 mod platform;
 mod stack;
 
 use crate::host::Host;
-use crate::nccl::{GdrMode, NcclPath};
+use nccl::{GdrMode, NcclPath};
 
 pub use check::{Check, Stat, Status};
 pub use facts::{Facts, KernelFacts, ModuleFacts};

@@ -5,9 +5,9 @@
 use super::build;
 use super::check::{Check, Stat};
 use super::kernel;
+use crate::host::klog;
+use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::host::{Host, MODULE};
-use crate::klog;
-use crate::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::text::list;
 
 /// The module's statistics in debugfs: one `name value` pair per line.

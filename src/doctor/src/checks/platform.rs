@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 
 use super::advisor;
 use super::check::Check;
-use crate::bars::Bar1;
+use crate::host::bars::Bar1;
+use crate::host::pci::{Acs, PciDev, BUS_DEVICES};
+use crate::host::topology::{Gpu, Link};
 use crate::host::{Host, GDR_PATHS, MODULE, NCCL_PATHS, UCX_PATHS};
-use crate::pci::{Acs, PciDev, BUS_DEVICES};
 use crate::text::{bytes, colon_list, few, list};
-use crate::topology::{Gpu, Link};
 
 /// BAR1 below this makes large registrations fail.
 pub const MIN_BAR1: u64 = 1 << 30;

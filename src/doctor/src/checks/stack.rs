@@ -4,9 +4,9 @@
 //! `nvidia_p2p_*` exports) and the RDMA core (the peer-memory API, devices).
 
 use super::check::Check;
+use crate::host::kmod::{self, NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
+use crate::host::pci;
 use crate::host::Host;
-use crate::kmod::{self, NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
-use crate::pci;
 use crate::text::{colon_list, list};
 
 /// P2P functions the module cannot work without.

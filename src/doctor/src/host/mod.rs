@@ -3,15 +3,27 @@
 //! The bottom floor: what the doctor knows of the host, read once into a
 //! [`Host`] that the checks judge.
 
-pub(crate) mod rust_mode;
+pub mod bars;
+pub mod carried;
+pub mod cuda;
+pub mod elf;
+pub mod inflate;
+pub mod kconfig;
+pub mod klog;
+pub mod kmod;
+pub mod pci;
+pub mod root;
+pub mod rust_mode;
+pub mod signing;
+pub mod toolchain;
+pub mod topology;
 
-use crate::cuda::CudaAnswer;
-use crate::kconfig::{self, ConfigRead, KConfig};
-use crate::kmod::{self, Kallsyms, Loaded, ModFile};
-use crate::root::Root;
-use crate::signing::{self, Enforcement};
-use crate::toolchain;
-use crate::topology::Topology;
+use cuda::CudaAnswer;
+use kconfig::{ConfigRead, KConfig};
+use kmod::{Kallsyms, Loaded, ModFile};
+use root::Root;
+use signing::Enforcement;
+use topology::Topology;
 
 /// The module this doctor is about, as `/sys/module` names it.
 pub const MODULE: &str = "nvidia_peermem";

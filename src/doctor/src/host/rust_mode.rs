@@ -5,11 +5,11 @@
 //! of the toolchain (as `kbuild/rust-toolchain.sh` checks it). Read once
 //! per run; the `kernel.*` checks judge it.
 
-use crate::carried::{self, Distro, Part, RustSrcFrom, Version, BINDGEN_MIN, RUSTC_MIN};
-use crate::kconfig::KConfig;
-use crate::kmod::modules_dir;
-use crate::root::Root;
-use crate::toolchain::{self, Found};
+use crate::host::carried::{self, Distro, Part, RustSrcFrom, Version, BINDGEN_MIN, RUSTC_MIN};
+use crate::host::kconfig::KConfig;
+use crate::host::kmod::modules_dir;
+use crate::host::root::Root;
+use crate::host::toolchain::{self, Found};
 
 /// The compiled kernel crate, whose presence lets `rust-mode.sh` take the
 /// kernel's own crates.

@@ -308,9 +308,9 @@ fn bad_cuda_record_is_a_usage_error() {
 fn cuda_probe_prints_a_record() {
     let (out, err, code) = run(&["--cuda-probe"]);
     assert_eq!(code, 0, "{err}");
-    let answer = peermem_doctor::cuda::CudaAnswer::parse(&out).expect("a record");
+    let answer = peermem_doctor::host::cuda::CudaAnswer::parse(&out).expect("a record");
     assert_eq!(answer.record(), out);
-    assert_ne!(answer, peermem_doctor::cuda::CudaAnswer::NotAsked);
+    assert_ne!(answer, peermem_doctor::host::cuda::CudaAnswer::NotAsked);
 }
 
 /// `--json` has one member or item per line, as `flatten` in

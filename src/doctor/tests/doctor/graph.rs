@@ -3,7 +3,9 @@
 //! The doctor's module graph, read from its sources: one node per file
 //! below `src/` (the binary's `main.rs` aside), one edge per path that
 //! names another file's module (`use crate::…`, `super::…`, `crate::x::y`
-//! in code, a child module by name). It must have no circle.
+//! in code, a child module by name). It must have no circle, and no
+//! floor may name one above it: `host` and `text` at the bottom, `checks`
+//! in the middle, the report and its renderings on top.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -324,6 +326,32 @@ fn name(m: &Module) -> String {
     } else {
         m.join("::")
     }
+}
+
+/// A module's floor: 0 for `host` and `text`, 1 for `checks`, 2 for the rest.
+fn floor(m: &Module) -> u8 {
+    match m.first().map(String::as_str) {
+        Some("host" | "text") => 0,
+        Some("checks") => 1,
+        _ => 2,
+    }
+}
+
+#[test]
+fn floors_look_down() {
+    let up: Vec<String> = graph()
+        .iter()
+        .flat_map(|(m, into)| {
+            into.iter()
+                .filter(|u| floor(u) > floor(m))
+                .map(|u| format!("{} -> {}", name(m), name(u)))
+        })
+        .collect();
+    assert!(
+        up.is_empty(),
+        "imports from a lower floor:\n{}",
+        up.join("\n")
+    );
 }
 
 #[test]

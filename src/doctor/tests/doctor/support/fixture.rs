@@ -310,14 +310,18 @@ impl Tree {
                     }
                     let mut sections = vec![(".modinfo", info)];
                     if !crcs.is_empty() {
-                        sections.push(("__versions", peermem_doctor::elf::versions_table(&crcs)));
+                        sections.push((
+                            "__versions",
+                            peermem_doctor::host::elf::versions_table(&crcs),
+                        ));
                     }
                     if !exports.is_empty() {
                         // CAST: a handful of sections; the next is `__kcrctab`.
                         let index = sections.len() as u16 + 1;
-                        sections.extend(peermem_doctor::elf::exports_sections(&exports, index));
+                        sections
+                            .extend(peermem_doctor::host::elf::exports_sections(&exports, index));
                     }
-                    let mut elf = peermem_doctor::elf::build(&sections);
+                    let mut elf = peermem_doctor::host::elf::build(&sections);
                     // `.ko.xz`: compressed, as Debian's kernels and DKMS install modules.
                     if arg.ends_with(".ko.xz") {
                         let mut xz = Vec::new();

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! PCI functions as sysfs shows them: identity, place in the bridge
-//! hierarchy, BAR1 (`resource`, decoded in [`crate::bars`]) and the ACS
+//! hierarchy, BAR1 (`resource`, decoded in [`crate::host::bars`]) and the ACS
 //! capability (`config`).
 
-use crate::bars::Bar1;
-use crate::root::{basename, Root};
+use crate::host::bars::Bar1;
+use crate::host::root::{basename, Root};
 
 /// NVIDIA's PCI vendor ID.
 pub const VENDOR_NVIDIA: u16 = 0x10de;

@@ -4,10 +4,10 @@
 //! `MODULE_SIG_FORCE`, lockdown), whether a module file carries one, and
 //! the key DKMS signs with (its MOK) and whether UEFI has it enrolled.
 
-use crate::carried::Distro;
-use crate::inflate;
-use crate::kconfig::KConfig;
-use crate::root::Root;
+use crate::host::carried::Distro;
+use crate::host::inflate;
+use crate::host::kconfig::KConfig;
+use crate::host::root::Root;
 
 /// What `scripts/sign-file` appends after the signature.
 pub const SIG_MAGIC: &[u8] = b"~Module signature appended~\n";
@@ -379,7 +379,7 @@ mod tests {
         config: Option<&str>,
         cmdline: &str,
     ) -> Enforcement {
-        let dir = crate::root::scratch_tree(&format!("enforce-{name}"), files);
+        let dir = crate::host::root::scratch_tree(&format!("enforce-{name}"), files);
         let root = Root::new(&dir).expect("root");
         let config = config.map(|text| KConfig::parse("/boot/config-x", text).expect("config"));
         let e = enforcement(&root, config.as_ref(), cmdline);
@@ -436,7 +436,7 @@ mod tests {
     #[test]
     fn dkms_keys_and_enrollment() {
         let cert = "0\u{82}stand-in certificate\n";
-        let dir = crate::root::scratch_tree(
+        let dir = crate::host::root::scratch_tree(
             "mok",
             &[
                 ("etc/os-release", "NAME=\"Ubuntu\"\nID=\"ubuntu\"\n"),

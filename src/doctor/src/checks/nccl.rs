@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use crate::pci::{is_bdf, PciDev};
+use crate::host::pci::{is_bdf, PciDev};
 
 /// A path type of NCCL (`src/include/graph.h`), nearest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -164,7 +164,7 @@ mod tests {
 
     fn dev(path: &str, numa: Option<u32>, device: u16) -> PciDev {
         PciDev {
-            bdf: crate::root::basename(path).to_string(),
+            bdf: crate::host::root::basename(path).to_string(),
             path: path.to_string(),
             vendor: 0x10de,
             device,

@@ -15,7 +15,7 @@
 //!
 //! `library none` (not installed), `library static` (a static build cannot
 //! `dlopen`) or `init N` (`cuInit` failed with CUresult N) replace the rest.
-use crate::root::Root;
+use crate::host::root::Root;
 
 /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (CUDA's `cuda.h`).
 pub const ATTR_GPU_DIRECT_RDMA_SUPPORTED: i32 = 116;
@@ -166,7 +166,7 @@ fn parse_gpu(rest: &str) -> Option<CudaGpu> {
             _ => return None,
         }
     }
-    crate::pci::is_bdf(&g.pci).then_some(g)
+    crate::host::pci::is_bdf(&g.pci).then_some(g)
 }
 
 /// The `cuda-probe.txt` record of a captured tree; `NotAsked` without one.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::root::{basename, Root};
+use crate::host::root::{basename, Root};
 
 /// Marker in the modinfo of this project's `.ko` (`module!{authors}` in
 /// `src/nvidia_peermem.rs`).

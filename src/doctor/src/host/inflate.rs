@@ -209,7 +209,7 @@ mod tests {
     ];
 
     /// The real `/proc/config.gz` of the H100 VM (dynamic blocks).
-    const H100_CONFIG: &[u8] = include_bytes!("../../../tests/fixtures/h100-vm/config.gz");
+    const H100_CONFIG: &[u8] = include_bytes!("../../../../tests/fixtures/h100-vm/config.gz");
 
     #[test]
     fn block_types() {

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::inflate;
-use crate::root::Root;
+use crate::host::inflate;
+use crate::host::root::Root;
 
 /// Where the configuration is looked for, first found first.
 pub fn sources(release: Option<&str>) -> Vec<String> {

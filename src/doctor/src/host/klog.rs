@@ -13,7 +13,7 @@ use std::fs::OpenOptions;
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::OpenOptionsExt;
 
-use crate::root::Root;
+use crate::host::root::Root;
 
 /// `O_NONBLOCK` on Linux (x86, arm64, riscv, ppc, s390).
 const O_NONBLOCK: i32 = 0o4000;

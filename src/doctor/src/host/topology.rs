@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-use crate::bars::Bar1;
-use crate::pci::{self, PciDev};
-use crate::root::Root;
+use crate::host::bars::Bar1;
+use crate::host::pci::{self, PciDev};
+use crate::host::root::Root;
 
 /// Where sysfs lists RDMA devices.
 pub const IB_CLASS: &str = "/sys/class/infiniband";
@@ -198,7 +198,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::root::basename;
+    use crate::host::root::basename;
 
     fn dev(path: &str, numa: Option<u32>) -> PciDev {
         PciDev {

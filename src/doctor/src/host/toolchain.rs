@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::root::Root;
+use crate::host::root::Root;
 
 /// Searched after the directories of `PATH` (DKMS and `sudo` use these).
 pub const DEFAULT_PATH: [&str; 6] = [

@@ -11,10 +11,10 @@
 
 use std::fmt;
 
-use crate::root::Root;
+use crate::host::root::Root;
 
 /// `kbuild/carried.pin`, as the build has it.
-const PIN: &str = include_str!("../../../kbuild/carried.pin");
+const PIN: &str = include_str!("../../../../kbuild/carried.pin");
 
 /// The kernel release whose Rust crates carried mode builds.
 pub const LINUX: Version = pinned("CARRIED_LINUX");
