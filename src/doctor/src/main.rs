@@ -161,7 +161,7 @@ fn main() -> ExitCode {
     };
     match args.format {
         Format::Json => emit(&output::json(&report)),
-        Format::Prometheus => emit(&prometheus::render(&report, &root)),
+        Format::Prometheus => emit(&prometheus::render(&report)),
         Format::Table => emit(&output::human(&report, args.verbose)),
     }
     ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(1))

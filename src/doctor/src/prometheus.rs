@@ -7,47 +7,37 @@
 
 use std::fmt::Write;
 
-use crate::host::root::Root;
 use crate::host::MODULE;
 use crate::report::Report;
 
-/// Where ib_core lists its peer-memory clients (MOFED ≤ 23.10, or later where `mm_kobj` is exported).
-pub const MEMORY_PEERS: &str = "/sys/kernel/mm/memory_peers";
-
-/// The per-client files of ib_core and the metric each becomes.
-const CLIENT_FILES: [(&str, &str, &str); 7] = [
+/// The metric each of ib_core's per-client counters becomes, in the
+/// order of [`crate::host::PEER_COUNTERS`].
+const CLIENT_METRICS: [(&str, &str); 7] = [
     (
-        "num_alloc_mrs",
         "client_mrs_allocated_total",
         "Memory regions the RDMA core registered through this client.",
     ),
     (
-        "num_dealloc_mrs",
         "client_mrs_deallocated_total",
         "Memory regions the RDMA core deregistered through this client.",
     ),
     (
-        "num_reg_pages",
         "client_pages_registered_total",
         "Pages registered through this client.",
     ),
     (
-        "num_dereg_pages",
         "client_pages_deregistered_total",
         "Pages deregistered through this client.",
     ),
     (
-        "num_reg_bytes",
         "client_bytes_registered_total",
         "Bytes registered through this client.",
     ),
     (
-        "num_dereg_bytes",
         "client_bytes_deregistered_total",
         "Bytes deregistered through this client.",
     ),
     (
-        "num_free_callbacks",
         "client_invalidations_total",
         "Invalidations (free callbacks) of this client.",
     ),
@@ -115,7 +105,7 @@ fn client_kind(name: &str, persistent_api: Option<&str>) -> &'static str {
 }
 
 /// The metrics of a run: module, statistics, ib_core's clients, the checks.
-pub fn render(report: &Report, root: &Root) -> String {
+pub fn render(report: &Report) -> String {
     let m = &report.facts.module;
     let mut families = vec![Family::new(
         "loaded",
@@ -175,17 +165,14 @@ pub fn render(report: &Report, root: &Root) -> String {
         .iter()
         .find(|(k, _)| k == "persistent_api_support")
         .map(|(_, v)| v.as_str());
-    for (file, metric, help) in CLIENT_FILES {
+    for (i, (metric, help)) in CLIENT_METRICS.iter().enumerate() {
         let mut f = Family::new(metric, "counter", help);
-        for client in root.list(MEMORY_PEERS) {
-            if let Some(v) = root
-                .read_attr(&format!("{MEMORY_PEERS}/{client}/{file}"))
-                .and_then(|v| v.parse::<u64>().ok())
-            {
+        for client in report.peers.iter().flatten() {
+            if let Some(v) = client.counters[i] {
                 f = f.add(
                     &[
-                        ("client", &client),
-                        ("kind", client_kind(&client, persistent_api)),
+                        ("client", &client.name),
+                        ("kind", client_kind(&client.name, persistent_api)),
                     ],
                     v,
                 );

@@ -8,7 +8,7 @@ use crate::checks::{self, Check, Facts, Stat, Status};
 use crate::host::cuda::{self, CudaAnswer};
 use crate::host::root::Root;
 use crate::host::topology::Topology;
-use crate::host::Host;
+use crate::host::{Host, PeerClient};
 
 /// Everything a run found.
 #[derive(Debug, Clone)]
@@ -27,6 +27,8 @@ pub struct Report {
     pub nccl: Vec<(NcclPath, GdrMode)>,
     /// What libcuda said.
     pub cuda: CudaAnswer,
+    /// ib_core's peer-memory clients and their counters.
+    pub peers: Option<Vec<PeerClient>>,
 }
 
 impl Report {
@@ -80,5 +82,6 @@ pub fn run_with(root: &Root, cuda: CudaAnswer) -> Report {
         stats: verdicts.stats,
         nccl: verdicts.nccl,
         cuda: host.cuda,
+        peers: host.peers,
     }
 }

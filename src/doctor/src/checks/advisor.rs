@@ -8,13 +8,10 @@
 use super::check::Check;
 use crate::checks::nccl::{self, GdrMode, NcclPath};
 use crate::host::cuda::CudaAnswer;
-use crate::host::kmod::{self, DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
-use crate::host::pci;
-use crate::host::{Host, GDR_PATHS, MODULE, NCCL_PATHS, UCX_PATHS};
+use crate::host::kmod::{DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
+use crate::host::paths::{DRIVER_PARAMS, GDR_PATHS, NCCL_PATHS, UCX_PATHS};
+use crate::host::{Host, MODULE};
 use crate::text::{few, list};
-
-/// The driver's registry parameters as it prints them.
-pub const PARAMS: &str = "/proc/driver/nvidia/params";
 
 /// A dotted version as numbers (`580.159.04` → `[580, 159, 4]`); the
 /// leading digits of each part.
@@ -37,14 +34,14 @@ fn driver_param(text: &str, key: &str) -> Option<String> {
 
 /// Whether the loaded driver is the open kernel modules (`None`: unknown).
 fn open_modules(host: &Host<'_>) -> Option<bool> {
-    host.root
-        .read_attr("/proc/driver/nvidia/version")
+    host.driver_banner
+        .as_ref()
         .map(|b| b.contains("Open Kernel Module"))
 }
 
 /// The unsupported chipsets on the bus: `(function, name)`.
 fn chipsets(host: &Host<'_>) -> Vec<(String, &'static str)> {
-    pci::all(host.root)
+    host.pci
         .iter()
         .filter_map(|d| nccl::p2p_unsupported_chipset(d).map(|n| (d.bdf.clone(), n)))
         .collect()
@@ -63,7 +60,7 @@ pub(crate) fn driver_settings(host: &Host<'_>) -> Check {
     };
     let version = nv.version.clone().unwrap_or_default();
     let major = version_parts(&version).first().copied();
-    let params = host.root.read_text(PARAMS);
+    let params = &host.driver_params;
     let over = params
         .as_deref()
         .and_then(|p| driver_param(p, "GrdmaPciTopoCheckOverride"));
@@ -82,7 +79,7 @@ pub(crate) fn driver_settings(host: &Host<'_>) -> Check {
             if version.is_empty() { "?" } else { &version }
         ),
         format!(
-            "{PARAMS}: {}",
+            "{DRIVER_PARAMS}: {}",
             if params.is_some() {
                 "read"
             } else {
@@ -106,7 +103,7 @@ pub(crate) fn driver_settings(host: &Host<'_>) -> Check {
     let Some(_) = params else {
         return Check::info(
             ID,
-            format!("{PARAMS} is unreadable: the driver's settings are unknown"),
+            format!("{DRIVER_PARAMS} is unreadable: the driver's settings are unknown"),
         )
         .detail(detail);
     };
@@ -306,9 +303,7 @@ pub(crate) fn dmabuf(host: &Host<'_>) -> Dmabuf {
         .is_some()
     {
         Some(true)
-    } else if kmod::loaded(host.root, "ib_core").is_some()
-        || kmod::loaded(host.root, "ib_uverbs").is_some()
-    {
+    } else if host.loaded("ib_core").is_some() || host.loaded("ib_uverbs").is_some() {
         Some(false)
     } else {
         None
@@ -605,8 +600,7 @@ pub(crate) fn nccl_paths(host: &Host<'_>) -> Check {
 /// `cluster.view`: `nvidia_peermem` as the GPU Operator, NCCL and UCX test for it.
 pub(crate) fn cluster_view(host: &Host<'_>) -> Check {
     const ID: &str = "cluster.view";
-    let root = host.root;
-    let modules = root.read_text("/proc/modules");
+    let modules = &host.proc_modules;
     // The validator's `lsmod | grep -E '^nvidia_peermem\s'`.
     let lsmod = modules.as_deref().map(|m| {
         m.lines().any(|l| {
@@ -614,7 +608,7 @@ pub(crate) fn cluster_view(host: &Host<'_>) -> Check {
                 .is_some_and(|r| r.starts_with([' ', '\t']))
         })
     });
-    let refcnt = root.read_attr(&format!("/sys/module/{MODULE}/refcnt"));
+    let refcnt = &host.refcnt;
     let first = |idx: &[usize]| idx.iter().find(|&&i| host.gdr[i]).map(|&i| GDR_PATHS[i]);
     let (nccl, ucx) = (first(&NCCL_PATHS), first(&UCX_PATHS));
     let lsmod_text = match lsmod {

@@ -6,11 +6,9 @@
 
 use super::check::{Check, Status};
 use crate::host::kmod::{self, is_peermem_name, Origin, RuleKind};
+use crate::host::paths::{CMDLINE, NV_PEER_MEM_CONF};
 use crate::host::{Host, MODULE};
 use crate::text::list;
-
-/// The boot-time switch of `nv_peer_mem`'s init script.
-const NV_PEER_MEM_CONF: &str = "/etc/infiniband/nv_peer_mem.conf";
 
 /// `conflict.nv_peer_mem`: Mellanox's module registers the same `nv_mem` client.
 pub(crate) fn nv_peer_mem(host: &Host<'_>) -> Check {
@@ -25,15 +23,18 @@ pub(crate) fn nv_peer_mem(host: &Host<'_>) -> Check {
         .map(|f| f.rel.clone())
         .collect();
     let onboot = host
-        .root
-        .read_text(NV_PEER_MEM_CONF)
+        .nv_peer_mem_conf
+        .as_ref()
         .is_some_and(|t| t.lines().any(|l| l.trim().replace(' ', "") == "ONBOOT=yes"));
     let mut detail: Vec<String> = files.iter().map(|f| format!("installed: {f}")).collect();
     if onboot {
         detail.push(format!("{NV_PEER_MEM_CONF}: ONBOOT=yes"));
     }
-    if let Some(m) = kmod::loaded(host.root, "nv_peer_mem") {
-        let version = m.version.unwrap_or_else(|| "(no version)".to_string());
+    if let Some(m) = host.loaded("nv_peer_mem") {
+        let version = m
+            .version
+            .clone()
+            .unwrap_or_else(|| "(no version)".to_string());
         return Check::fail(
             ID,
             format!(
@@ -121,14 +122,13 @@ pub(crate) fn bundled(host: &Host<'_>) -> Check {
 /// `conflict.modprobe`: modprobe.d rules for `nvidia-peermem`.
 pub(crate) fn modprobe(host: &Host<'_>) -> Check {
     const ID: &str = "conflict.modprobe";
-    let rules = kmod::modprobe_rules(host.root, MODULE);
-    let cmdline = host.root.read_attr("/proc/cmdline").unwrap_or_default();
-    let banned = kmod::cmdline_blacklists(&cmdline, MODULE);
+    let rules = &host.rules;
+    let banned = kmod::cmdline_blacklists(&host.cmdline, MODULE);
     let mut detail: Vec<String> = rules
         .iter()
         .map(|r| format!("{}: {}", r.file, r.text))
         .collect();
-    detail.extend(banned.iter().map(|b| format!("/proc/cmdline: {b}")));
+    detail.extend(banned.iter().map(|b| format!("{CMDLINE}: {b}")));
     let mut worst: Option<Check> = None;
     let mut keep = |c: Check| {
         if worst.as_ref().is_none_or(|w| c.status > w.status) {
@@ -152,8 +152,8 @@ pub(crate) fn modprobe(host: &Host<'_>) -> Check {
             ));
         }
     }
-    let effective = kmod::effective_install(&rules);
-    for rule in &rules {
+    let effective = kmod::effective_install(rules);
+    for rule in rules {
         match &rule.kind {
             RuleKind::Install { .. } if effective.is_some_and(|e| !std::ptr::eq(e, rule)) => {
                 let first = effective.map_or(String::new(), |e| e.file.clone());

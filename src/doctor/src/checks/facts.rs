@@ -4,8 +4,7 @@
 //! object: scripts and tests read these fields instead of parsing the
 //! checks' sentences.
 
-use super::kernel::MODULES_DISABLED;
-use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
+use crate::host::kmod::{Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::host::rust_mode::Mode;
 use crate::host::{Host, MODULE};
 
@@ -72,11 +71,6 @@ pub struct ModuleFacts {
     pub installed: Vec<String>,
 }
 
-/// Where the kernel lists a module's parameters.
-fn params_dir() -> String {
-    format!("/sys/module/{MODULE}/parameters")
-}
-
 /// The facts of one run.
 pub(crate) fn gather(host: &Host<'_>) -> Facts {
     let module = match &host.ours {
@@ -86,15 +80,7 @@ pub(crate) fn gather(host: &Host<'_>) -> Facts {
             version: m.version.clone(),
             initstate: m.initstate.clone(),
             nvidia_bundled: host.loaded_is_nvidias(),
-            parameters: host
-                .root
-                .list(&params_dir())
-                .into_iter()
-                .filter_map(|p| {
-                    let value = host.root.read_attr(&format!("{}/{p}", params_dir()))?;
-                    Some((p, value))
-                })
-                .collect(),
+            parameters: host.params.clone(),
             installed: Vec::new(),
         },
     };
@@ -115,7 +101,7 @@ pub(crate) fn gather(host: &Host<'_>) -> Facts {
     p2p_exporters.sort();
     p2p_exporters.dedup();
     let mut conflicts_loaded = Vec::new();
-    if kmod::loaded(host.root, "nv_peer_mem").is_some() {
+    if host.loaded("nv_peer_mem").is_some() {
         conflicts_loaded.push("nv_peer_mem".to_string());
     }
     if host.loaded_is_nvidias() {
@@ -156,7 +142,7 @@ fn kernel(host: &Host<'_>) -> KernelFacts {
             .to_string()
         }),
         modversions: config.map(|c| c.enabled("CONFIG_MODVERSIONS")),
-        modules_disabled: match host.root.read_attr(MODULES_DISABLED).as_deref() {
+        modules_disabled: match host.modules_disabled.as_deref() {
             Some("0") => Some(false),
             Some("1") => Some(true),
             _ => None,

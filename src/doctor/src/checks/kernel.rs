@@ -11,14 +11,12 @@ use super::check::Check;
 use crate::host::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
 use crate::host::kconfig::KConfig;
 use crate::host::kmod::{modules_dir, Origin};
+use crate::host::paths::MODULES_DISABLED;
 use crate::host::rust_mode::{self, Mode, RustMode, Why};
 use crate::host::signing::{self, ModSig};
 use crate::host::toolchain::Found;
 use crate::host::{Host, MODULE};
 use crate::text::list;
-
-/// The switch that turns module loading off until the next boot.
-pub const MODULES_DISABLED: &str = "/proc/sys/kernel/modules_disabled";
 
 /// Files an out-of-tree Rust module links against in the kernel tree
 /// `build` (as `scripts/rust-headers.sh` checks): the target spec only where
@@ -71,7 +69,7 @@ fn build_blocked(host: &Host<'_>, id: &'static str, summary: String, fix: String
 /// Whether module loading is off: no `CONFIG_MODULES`, or `modules_disabled` set.
 pub(crate) fn loading_off(host: &Host<'_>) -> bool {
     host.config().is_some_and(|c| !c.enabled("CONFIG_MODULES"))
-        || host.root.read_attr(MODULES_DISABLED).as_deref() == Some("1")
+        || host.modules_disabled.as_deref() == Some("1")
 }
 
 /// `kernel.modules`: does this kernel load modules at all?
@@ -85,7 +83,7 @@ pub(crate) fn modules(host: &Host<'_>) -> Check {
             "boot a kernel with loadable module support (CONFIG_MODULES=y), as distribution kernels have",
         );
     }
-    let disabled = host.root.read_attr(MODULES_DISABLED);
+    let disabled = &host.modules_disabled;
     let detail = vec![format!(
         "{MODULES_DISABLED}: {}",
         disabled.as_deref().unwrap_or("absent")

@@ -48,9 +48,10 @@ mod stack;
 use crate::host::Host;
 use nccl::{GdrMode, NcclPath};
 
+pub use crate::host::paths::STATS_PATH;
 pub use check::{Check, Stat, Status};
 pub use facts::{Facts, KernelFacts, ModuleFacts};
-pub use module::{parse_stats, STATS_PATH};
+pub use module::parse_stats;
 
 /// What the checks found: one [`Check`] per line, the module's counters
 /// (when readable), the facts behind them and NCCL's path of each pair.

@@ -7,11 +7,9 @@ use super::check::{Check, Stat};
 use super::kernel;
 use crate::host::klog;
 use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
+use crate::host::paths::{OPERATOR_DRIVER_ROOT, OPERATOR_MOFED_ROOT, STATS_PATH};
 use crate::host::{Host, MODULE};
 use crate::text::list;
-
-/// The module's statistics in debugfs: one `name value` pair per line.
-pub const STATS_PATH: &str = "/sys/kernel/debug/nvidia_peermem/stats";
 
 /// `module.loaded`: is `nvidia_peermem` loaded, and is it this project's?
 pub(crate) fn loaded(host: &Host<'_>) -> Check {
@@ -95,17 +93,11 @@ pub(crate) fn loaded(host: &Host<'_>) -> Check {
     Check::ok(ID, format!("{MODULE}{version} is loaded")).detail(detail)
 }
 
-/// The GPU Operator's driver container mounts the driver's root here, and
-/// the network operator MOFED's (NVIDIA/gpu-operator, gpu-driver-container).
-const OPERATOR_DRIVER_ROOT: &str = "/run/nvidia/driver";
-const OPERATOR_MOFED_ROOT: &str = "/run/mellanox/drivers";
-
 /// The peermem file `modprobe nvidia-peermem` loads for `release`: the
 /// peermem module the install rule modprobe follows loads, else the
 /// modules.dep entry of the name.
 fn modprobe_loads(host: &Host<'_>, release: &str) -> Option<kmod::ModFile> {
-    let rules = kmod::modprobe_rules(host.root, MODULE);
-    let name = match kmod::effective_install(&rules).map(|r| &r.kind) {
+    let name = match kmod::effective_install(&host.rules).map(|r| &r.kind) {
         Some(kmod::RuleKind::Install { loads, .. }) => {
             loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
         }
@@ -123,7 +115,7 @@ fn modprobe_loads(host: &Host<'_>, release: &str) -> Option<kmod::ModFile> {
 /// install rule, the GPU Operator's driver container).
 fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
     const ID: &str = "module.loaded";
-    let sym = klog::crc_refusal(&klog::read(host.root), MODULE)?;
+    let sym = klog::crc_refusal(&host.klog, MODULE)?;
     let whose = if sym.starts_with(NV_P2P_PREFIX) {
         "the NVIDIA driver"
     } else if sym.contains("peer_memory") {
@@ -158,10 +150,10 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
             detail.push(format!("{whose}'s module installed for {r}: {file}"));
         }
     }
-    let operator = host.root.exists(OPERATOR_DRIVER_ROOT);
+    let operator = host.operator_driver;
     if loads.as_ref().is_some_and(|f| f.origin == Origin::Nvidia) {
         let fix = if operator {
-            let upgrade = if host.root.exists(OPERATOR_MOFED_ROOT) && whose != "the NVIDIA driver" {
+            let upgrade = if host.operator_mofed && whose != "the NVIDIA driver" {
                 format!("a network-operator upgrade (its MOFED in {OPERATOR_MOFED_ROOT})")
             } else {
                 format!("an upgrade of {whose}")
@@ -174,18 +166,7 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
             )
         } else {
             // The driver's DKMS module (Debian: nvidia-current), if DKMS has one.
-            let dkms = host
-                .root
-                .list("/var/lib/dkms")
-                .into_iter()
-                .filter(|m| m.starts_with("nvidia") && m != "nvidia-peer-memory")
-                .find_map(|m| {
-                    host.root
-                        .list(&format!("/var/lib/dkms/{m}"))
-                        .pop()
-                        .map(|v| format!("{m}/{v}"))
-                })
-                .unwrap_or_else(|| "<name>/<version>".to_string());
+            let dkms = host.dkms_driver.as_deref().unwrap_or("<name>/<version>");
             format!(
                 "it is NVIDIA's {MODULE}, built by the driver's package: rebuild the driver's modules for this kernel \
                  (DKMS: `dkms install --force {dkms} -k $(uname -r)`), or load this package's instead (install \
@@ -203,7 +184,7 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
             .detail(detail),
         );
     }
-    if let Some(files) = release.and_then(|r| dkms_crc_sources(host, r)) {
+    if let Some(files) = &host.dkms_crcs {
         detail.push(format!("its DKMS build took the CRCs from {files}"));
     }
     Some(
@@ -222,33 +203,13 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
     )
 }
 
-/// The files DKMS's latest build of the module for `release` took its CRCs
-/// from (the Makefile's "CRCs from" line in make.log): what the build said,
-/// shown beside what is installed now.
-fn dkms_crc_sources(host: &Host<'_>, release: &str) -> Option<String> {
-    const DKMS: &str = "/var/lib/dkms/nvidia-peer-memory";
-    const LINE: &str = "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ";
-    host.root.list(DKMS).iter().rev().find_map(|version| {
-        let dir = format!("{DKMS}/{version}/{release}");
-        host.root.list(&dir).iter().find_map(|arch| {
-            let log = host.root.read_text(&format!("{dir}/{arch}/log/make.log"))?;
-            log.lines()
-                .rev()
-                .find_map(|l| l.strip_prefix(LINE).map(|f| f.trim().to_string()))
-        })
-    })
-}
-
 /// `module.params`: the two parameters and what they select.
 pub(crate) fn params(host: &Host<'_>) -> Check {
     const ID: &str = "module.params";
     if host.ours.is_none() {
         return Check::info(ID, "module not loaded: parameters unknown");
     }
-    let read = |p: &str| {
-        host.root
-            .read_attr(&format!("/sys/module/{MODULE}/parameters/{p}"))
-    };
+    let read = |p: &str| host.param(p).map(str::to_string);
     let (persistent, peerdirect) = (read("persistent_api_support"), read("peerdirect_support"));
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_string());
     // This module backs the persistent nv_mem with a revocable client
@@ -322,14 +283,14 @@ pub(crate) fn stats(host: &Host<'_>) -> (Check, Option<Vec<Stat>>) {
     if host.ours.is_none() {
         return (Check::info(ID, "module not loaded: no statistics"), None);
     }
-    let Some(text) = host.root.read_text(STATS_PATH) else {
+    let Some(text) = &host.stats else {
         if host.loaded_is_nvidias() {
             return (
                 Check::info(ID, "no statistics: NVIDIA's module keeps none"),
                 None,
             );
         }
-        let why = if host.root.list("/sys/kernel/debug").is_empty() {
+        let why = if !host.debugfs {
             "debugfs is not mounted or not readable"
         } else {
             "the file is missing or not readable"
@@ -341,7 +302,7 @@ pub(crate) fn stats(host: &Host<'_>) -> (Check, Option<Vec<Stat>>) {
             None,
         );
     };
-    let (stats, bad) = parse_stats(&text);
+    let (stats, bad) = parse_stats(text);
     let mut detail: Vec<String> = stats
         .iter()
         .map(|s| format!("{} {}", s.name, s.value))

@@ -8,9 +8,10 @@ use std::collections::BTreeSet;
 use super::advisor;
 use super::check::Check;
 use crate::host::bars::Bar1;
-use crate::host::pci::{Acs, PciDev, BUS_DEVICES};
+use crate::host::paths::{GDR_PATHS, MEMORY_PEERS, NCCL_PATHS, UCX_PATHS};
+use crate::host::pci::Acs;
 use crate::host::topology::{Gpu, Link};
-use crate::host::{Host, GDR_PATHS, MODULE, NCCL_PATHS, UCX_PATHS};
+use crate::host::{Host, Iommu, MODULE};
 use crate::text::{bytes, colon_list, few, list};
 
 /// BAR1 below this makes large registrations fail.
@@ -176,8 +177,7 @@ pub(crate) fn acs(host: &Host<'_>) -> Check {
     let mut enabled = Vec::new();
     let mut unreadable = Vec::new();
     for bdf in &bridges {
-        let acs = PciDev::load(host.root, &format!("{BUS_DEVICES}/{bdf}"))
-            .map_or(Acs::Unreadable, |d| d.acs(host.root));
+        let acs = host.acs.get(*bdf).copied().unwrap_or(Acs::Unreadable);
         match acs {
             Acs::Unreadable => {
                 unreadable.push(bdf.to_string());
@@ -249,14 +249,12 @@ pub(crate) fn iommu(host: &Host<'_>) -> Check {
     const FIX: &str = "boot with iommu=pt (it keeps intel_iommu=on/amd_iommu=on working for VFIO) or disable \
                        the IOMMU in the BIOS: under translation every P2P mapping goes through the IOMMU and \
                        ACS sends the traffic through the root complex";
-    let root = host.root;
-    let cmdline = root.read_attr("/proc/cmdline").unwrap_or_default();
-    let opts: Vec<&str> = cmdline
+    let opts: Vec<&str> = host
+        .cmdline
         .split_whitespace()
         .filter(|w| w.contains("iommu"))
         .collect();
-    let units = root.list("/sys/class/iommu");
-    let groups = root.list("/sys/kernel/iommu_groups");
+    let Iommu { units, groups, .. } = &host.iommu;
     let mut detail = vec![
         format!(
             "kernel command line: {}",
@@ -279,29 +277,11 @@ pub(crate) fn iommu(host: &Host<'_>) -> Check {
         return Check::ok(ID, "IOMMU off: devices use physical addresses").detail(detail);
     }
     // Domain type of the group of each GPU and NIC (`identity` is passthrough).
-    let devices = host
-        .topo
-        .gpus
-        .iter()
-        .map(|g| &g.pci)
-        .chain(host.topo.nics.iter().filter_map(|n| n.pci.as_ref()));
-    let mut types: Vec<(String, String)> = devices
-        .filter_map(|d| {
-            let group = root.resolve(&format!("{}/iommu_group", d.path))?;
-            Some((d.bdf.clone(), root.read_attr(&format!("{group}/type"))?))
-        })
-        .collect();
-    if types.is_empty() {
-        types = groups
-            .iter()
-            .filter_map(|g| {
-                Some((
-                    format!("group {g}"),
-                    root.read_attr(&format!("/sys/kernel/iommu_groups/{g}/type"))?,
-                ))
-            })
-            .collect();
-    }
+    let types = if host.iommu.devices.is_empty() {
+        &host.iommu.group_types
+    } else {
+        &host.iommu.devices
+    };
     detail.extend(types.iter().map(|(d, t)| format!("{d}: {t}")));
     let pt_opt = opts
         .iter()
@@ -370,10 +350,11 @@ pub(crate) fn gdr_detection(host: &Host<'_>) -> Check {
         .collect();
     let sees = |idx: &[usize]| idx.iter().any(|&i| present[i]);
     let (nccl, ucx) = (sees(&NCCL_PATHS), sees(&UCX_PATHS));
-    let peers = "/sys/kernel/mm/memory_peers";
-    let peers_dir = host.root.is_dir(peers);
-    detail.push(if peers_dir {
-        format!("{peers}: {}", host.root.list(peers).join(", "))
+    let peers = MEMORY_PEERS;
+    let peers_dir = host.peers.is_some();
+    detail.push(if let Some(clients) = &host.peers {
+        let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+        format!("{peers}: {}", names.join(", "))
     } else {
         format!("{peers}: absent (MOFED 24.04+ on kernels that do not export mm_kobj)")
     });
@@ -398,7 +379,12 @@ pub(crate) fn gdr_detection(host: &Host<'_>) -> Check {
     if !nccl || !ucx {
         return Check::warn(ID, summary, FIX).detail(detail);
     }
-    if host.ours.is_some() && peers_dir && !host.root.is_dir(&format!("{peers}/nv_mem")) {
+    let nv_mem = host
+        .peers
+        .iter()
+        .flatten()
+        .any(|c| c.name == "nv_mem" && c.dir);
+    if host.ours.is_some() && peers_dir && !nv_mem {
         return Check::warn(
             ID,
             format!("{summary}, but {MODULE} has no nv_mem client in {peers}"),

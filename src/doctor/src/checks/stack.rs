@@ -4,8 +4,7 @@
 //! `nvidia_p2p_*` exports) and the RDMA core (the peer-memory API, devices).
 
 use super::check::Check;
-use crate::host::kmod::{self, NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
-use crate::host::pci;
+use crate::host::kmod::{NV_P2P_PREFIX, PEER_REGISTER, PEER_UNREGISTER};
 use crate::host::Host;
 use crate::text::{colon_list, list};
 
@@ -42,13 +41,14 @@ pub(crate) fn nvidia_driver(host: &Host<'_>) -> Check {
         Some(v) => format!(" {v}"),
         None => String::new(),
     };
-    let banner = host.root.read_attr("/proc/driver/nvidia/version");
-    let flavour = match &banner {
+    let banner = &host.driver_banner;
+    let flavour = match banner {
         Some(b) if b.contains("Open Kernel Module") => " (open kernel modules)",
         Some(_) => " (proprietary kernel module)",
         None => "",
     };
     let detail = banner
+        .as_ref()
         .map(|b| vec![b.lines().next().unwrap_or("").to_string()])
         .unwrap_or_default();
     let mut detail = detail;
@@ -142,13 +142,13 @@ pub(crate) fn peer_symbols(host: &Host<'_>) -> Check {
             .fix(KALLSYMS_FIX);
     }
     let mut detail = Vec::new();
-    if let Some(m) = kmod::loaded(host.root, "mlx_compat") {
+    if let Some(m) = host.loaded("mlx_compat") {
         detail.push(format!(
             "MLNX_OFED/DOCA-OFED is loaded (mlx_compat {})",
-            m.version.unwrap_or_default()
+            m.version.clone().unwrap_or_default()
         ));
     }
-    if let Some(v) = kmod::loaded(host.root, "mlx5_core").and_then(|m| m.version) {
+    if let Some(v) = host.loaded("mlx5_core").and_then(|m| m.version.as_ref()) {
         detail.push(format!("mlx5_core {v}"));
     }
     match host.kallsyms.owner(PEER_REGISTER) {
@@ -167,7 +167,7 @@ pub(crate) fn peer_symbols(host: &Host<'_>) -> Check {
             )
             .detail(detail)
         }
-        None if kmod::loaded(host.root, "ib_core").is_some_and(|m| m.initstate.is_none()) => Check::fail(
+        None if host.loaded("ib_core").is_some_and(|m| m.initstate.is_none()) => Check::fail(
             ID,
             format!("{PEER_REGISTER} is absent: the RDMA core is the kernel's own, built in, without PeerDirect"),
             "MLNX_OFED/DOCA-OFED cannot replace an RDMA core built into the kernel (CONFIG_INFINIBAND=y): \
@@ -175,7 +175,7 @@ pub(crate) fn peer_symbols(host: &Host<'_>) -> Check {
              with ibv_reg_dmabuf_mr (dma-buf, needs the open GPU kernel modules)",
         )
         .detail(detail),
-        None if kmod::loaded(host.root, "ib_core").is_some() => Check::fail(
+        None if host.loaded("ib_core").is_some() => Check::fail(
             ID,
             format!("{PEER_REGISTER} is absent: the loaded RDMA stack is the inbox one, without PeerDirect"),
             "install MLNX_OFED/DOCA-OFED (its ib_core/ib_uverbs provide the peer-memory API) and rebuild \
@@ -197,7 +197,7 @@ const VENDOR_MELLANOX: u16 = 0x15b3;
 
 /// Whether a ConnectX or an InfiniBand-class adapter is on the PCI bus.
 fn rdma_adapter_on_bus(host: &Host<'_>) -> bool {
-    pci::all(host.root)
+    host.pci
         .iter()
         .any(|d| d.vendor == VENDOR_MELLANOX || d.class >> 8 == 0x0207)
 }

@@ -11,6 +11,7 @@ pub mod inflate;
 pub mod kconfig;
 pub mod klog;
 pub mod kmod;
+pub mod paths;
 pub mod pci;
 pub mod root;
 pub mod rust_mode;
@@ -18,9 +19,13 @@ pub mod signing;
 pub mod toolchain;
 pub mod topology;
 
+use std::collections::BTreeMap;
+
 use cuda::CudaAnswer;
 use kconfig::{ConfigRead, KConfig};
-use kmod::{Kallsyms, Loaded, ModFile};
+use kmod::{Kallsyms, Loaded, ModFile, Rule};
+use paths::*;
+use pci::{Acs, PciDev};
 use root::Root;
 use signing::Enforcement;
 use topology::Topology;
@@ -28,18 +33,54 @@ use topology::Topology;
 /// The module this doctor is about, as `/sys/module` names it.
 pub const MODULE: &str = "nvidia_peermem";
 
-/// Files NCCL and UCX test to decide whether GPUDirect RDMA is available.
-pub const GDR_PATHS: [&str; 4] = [
-    "/sys/kernel/mm/memory_peers/nv_mem/version",
-    "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-    "/sys/module/nvidia_peermem/version",
-    "/sys/module/nv_peer_mem/version",
+/// Other modules the checks ask about, besides `nvidia_peermem` and `nvidia`.
+const OTHERS: [&str; 5] = [
+    "nv_peer_mem",
+    "ib_core",
+    "ib_uverbs",
+    "mlx_compat",
+    "mlx5_core",
 ];
 
-/// Which of [`GDR_PATHS`] each consumer accepts (indexes).
-pub const NCCL_PATHS: [usize; 3] = [0, 1, 2];
-/// See [`NCCL_PATHS`].
-pub const UCX_PATHS: [usize; 3] = [0, 2, 3];
+/// The per-client counters of ib_core in [`MEMORY_PEERS`], in the order
+/// they are reported.
+pub const PEER_COUNTERS: [&str; 7] = [
+    "num_alloc_mrs",
+    "num_dealloc_mrs",
+    "num_reg_pages",
+    "num_dereg_pages",
+    "num_reg_bytes",
+    "num_dereg_bytes",
+    "num_free_callbacks",
+];
+
+/// The line the module's Makefile writes into DKMS's make.log on a
+/// `CONFIG_MODVERSIONS` kernel, before the files it took the CRCs from.
+const CRCS_FROM: &str = "nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from ";
+
+/// One peer-memory client of ib_core ([`MEMORY_PEERS`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerClient {
+    /// `nv_mem`, `nv_mem_nc`, `nv_mem_fallback`, ...
+    pub name: String,
+    /// Whether it is a directory.
+    pub dir: bool,
+    /// Each of [`PEER_COUNTERS`], where it reads as a number.
+    pub counters: [Option<u64>; 7],
+}
+
+/// The IOMMU as sysfs shows it.
+#[derive(Debug, Clone, Default)]
+pub struct Iommu {
+    /// Its units ([`IOMMU_UNITS`]).
+    pub units: Vec<String>,
+    /// Its groups ([`IOMMU_GROUPS`]).
+    pub groups: Vec<String>,
+    /// The domain type of the group of each GPU and NIC: `(address, type)`.
+    pub devices: Vec<(String, String)>,
+    /// The domain type of each group: `(group, type)`.
+    pub group_types: Vec<(String, String)>,
+}
 
 /// Facts several checks share, read once.
 pub struct Host<'a> {
@@ -47,16 +88,64 @@ pub struct Host<'a> {
     pub root: &'a Root,
     /// `uname -r`, if known.
     pub release: Option<String>,
+    /// The kernel's command line, empty when unreadable.
+    pub cmdline: String,
+    /// [`MODULES_DISABLED`], if readable.
+    pub modules_disabled: Option<String>,
+    /// [`PROC_MODULES`], if readable.
+    pub proc_modules: Option<String>,
     /// Peer-memory and P2P symbols.
     pub kallsyms: Kallsyms,
     /// `nvidia_peermem`, if loaded.
     pub ours: Option<Loaded>,
+    /// Its parameters, `(name, value)`, when loaded.
+    pub params: Vec<(String, String)>,
+    /// Its `srcversion` and `refcnt`, when loaded and readable.
+    pub srcversion: Option<String>,
+    /// See [`Host::srcversion`].
+    pub refcnt: Option<String>,
     /// `nvidia`, if loaded.
     pub nvidia: Option<Loaded>,
+    /// The loaded ones of the other modules asked about.
+    others: BTreeMap<&'static str, Loaded>,
+    /// [`DRIVER_VERSION`] and [`DRIVER_PARAMS`], if readable.
+    pub driver_banner: Option<String>,
+    /// See [`Host::driver_banner`].
+    pub driver_params: Option<String>,
+    /// modprobe.d rules naming `nvidia_peermem`.
+    pub rules: Vec<Rule>,
     /// Installed peermem module files.
     pub files: Vec<ModFile>,
+    /// Every PCI function.
+    pub pci: Vec<PciDev>,
     /// GPUs, NICs and pairs.
     pub topo: Topology,
+    /// The ACS of each bridge between a GPU and a NIC, by address.
+    pub acs: BTreeMap<String, Acs>,
+    /// The IOMMU.
+    pub iommu: Iommu,
+    /// ib_core's peer-memory clients; `None` without [`MEMORY_PEERS`].
+    pub peers: Option<Vec<PeerClient>>,
+    /// Which of [`GDR_PATHS`] exist.
+    pub gdr: [bool; 4],
+    /// The module's statistics file, if readable.
+    pub stats: Option<String>,
+    /// Whether [`DEBUGFS`] lists anything.
+    pub debugfs: bool,
+    /// The kernel log's records.
+    pub klog: Vec<String>,
+    /// Whether [`OPERATOR_DRIVER_ROOT`] and [`OPERATOR_MOFED_ROOT`] exist.
+    pub operator_driver: bool,
+    /// See [`Host::operator_driver`].
+    pub operator_mofed: bool,
+    /// The NVIDIA driver's package in DKMS, `name/version`, if any.
+    pub dkms_driver: Option<String>,
+    /// The files DKMS's latest build of the module took its CRCs from.
+    pub dkms_crcs: Option<String>,
+    /// [`NV_PEER_MEM_CONF`] and [`EXPORTERS_CONF`], if readable.
+    pub nv_peer_mem_conf: Option<String>,
+    /// See [`Host::nv_peer_mem_conf`].
+    pub exporters_conf: Option<String>,
     /// The kernel configuration, if readable.
     pub config: ConfigRead,
     /// Whether and why the kernel enforces module signatures.
@@ -65,8 +154,6 @@ pub struct Host<'a> {
     pub path: Vec<String>,
     /// How a build gets the kernel's Rust support; `None` without a configuration.
     pub(crate) rust: Option<rust_mode::RustMode>,
-    /// Which of [`GDR_PATHS`] exist.
-    pub gdr: [bool; 4],
     /// What libcuda said about the GPUs.
     pub cuda: CudaAnswer,
 }
@@ -81,24 +168,70 @@ impl<'a> Host<'a> {
             .map(|r| kmod::peermem_files(root, r))
             .unwrap_or_default();
         let config = kconfig::read(root, release.as_deref());
-        let cmdline = root.read_attr("/proc/cmdline").unwrap_or_default();
+        let cmdline = root.read_attr(CMDLINE).unwrap_or_default();
         let path = toolchain::search_path(std::env::var("PATH").ok().as_deref());
         let rust = rust_mode::read(root, release.as_deref(), config.config.as_ref(), &path);
+        let ours = kmod::loaded(root, MODULE);
+        let ours_attr = |name: &str| {
+            ours.as_ref()
+                .and_then(|_| root.read_attr(&format!("{SYS_MODULE}/{MODULE}/{name}")))
+        };
+        let pci = pci::all(root);
+        let topo = Topology::scan(root, &pci);
         Host {
             root,
             kallsyms: Kallsyms::read(root),
-            ours: kmod::loaded(root, MODULE),
+            params: ours.as_ref().map_or_else(Vec::new, |_| params(root)),
+            srcversion: ours_attr("srcversion"),
+            refcnt: ours_attr("refcnt"),
+            ours,
             nvidia: kmod::loaded(root, "nvidia"),
+            others: OTHERS
+                .iter()
+                .filter_map(|&name| Some((name, kmod::loaded(root, name)?)))
+                .collect(),
+            modules_disabled: root.read_attr(MODULES_DISABLED),
+            proc_modules: root.read_text(PROC_MODULES),
+            driver_banner: root.read_attr(DRIVER_VERSION),
+            driver_params: root.read_text(DRIVER_PARAMS),
+            rules: kmod::modprobe_rules(root, MODULE),
+            dkms_crcs: release.as_deref().and_then(|r| dkms_crcs(root, r)),
             files,
             release,
-            topo: Topology::scan(root),
+            acs: bridge_acs(root, &topo),
+            iommu: iommu(root, &topo),
+            pci,
+            topo,
+            peers: peers(root),
+            gdr: GDR_PATHS.map(|p| root.exists(p)),
+            stats: root.read_text(STATS_PATH),
+            debugfs: !root.list(DEBUGFS).is_empty(),
+            klog: klog::read(root),
+            operator_driver: root.exists(OPERATOR_DRIVER_ROOT),
+            operator_mofed: root.exists(OPERATOR_MOFED_ROOT),
+            dkms_driver: dkms_driver(root),
+            nv_peer_mem_conf: root.read_text(NV_PEER_MEM_CONF),
+            exporters_conf: root.read_text(EXPORTERS_CONF),
             enforcement: signing::enforcement(root, config.config.as_ref(), &cmdline),
+            cmdline,
             config,
             path,
             rust,
-            gdr: GDR_PATHS.map(|p| root.exists(p)),
             cuda,
         }
+    }
+
+    /// The module `name` (one of [`OTHERS`]), if loaded.
+    pub fn loaded(&self, name: &str) -> Option<&Loaded> {
+        self.others.get(name)
+    }
+
+    /// The value of one of `nvidia_peermem`'s parameters.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Whether the loaded `nvidia_peermem` is NVIDIA's: its version is the driver's.
@@ -120,4 +253,107 @@ impl<'a> Host<'a> {
             .as_ref()
             .is_some_and(|r| matches!(r.mode, rust_mode::Mode::Carried(_)))
     }
+}
+
+/// Every readable parameter of the loaded `nvidia_peermem`.
+fn params(root: &Root) -> Vec<(String, String)> {
+    let dir = format!("{SYS_MODULE}/{MODULE}/parameters");
+    root.list(&dir)
+        .into_iter()
+        .filter_map(|p| {
+            let value = root.read_attr(&format!("{dir}/{p}"))?;
+            Some((p, value))
+        })
+        .collect()
+}
+
+/// The ACS of each bridge that a GPU–NIC pair below the root complex crosses.
+fn bridge_acs(root: &Root, topo: &Topology) -> BTreeMap<String, Acs> {
+    topo.pairs
+        .iter()
+        .filter(|p| p.link.below_root_complex())
+        .flat_map(|p| p.bridges.iter())
+        .map(|bdf| {
+            let acs = PciDev::load(root, &format!("{}/{bdf}", pci::BUS_DEVICES))
+                .map_or(Acs::Unreadable, |d| d.acs(root));
+            (bdf.clone(), acs)
+        })
+        .collect()
+}
+
+/// The IOMMU's units and groups, and the group type of each GPU and NIC.
+fn iommu(root: &Root, topo: &Topology) -> Iommu {
+    let devices = topo
+        .gpus
+        .iter()
+        .map(|g| &g.pci)
+        .chain(topo.nics.iter().filter_map(|n| n.pci.as_ref()))
+        .filter_map(|d| {
+            let group = root.resolve(&format!("{}/iommu_group", d.path))?;
+            Some((d.bdf.clone(), root.read_attr(&format!("{group}/type"))?))
+        })
+        .collect();
+    let groups = root.list(IOMMU_GROUPS);
+    let group_types = groups
+        .iter()
+        .filter_map(|g| {
+            Some((
+                format!("group {g}"),
+                root.read_attr(&format!("{IOMMU_GROUPS}/{g}/type"))?,
+            ))
+        })
+        .collect();
+    Iommu {
+        units: root.list(IOMMU_UNITS),
+        groups,
+        devices,
+        group_types,
+    }
+}
+
+/// ib_core's peer-memory clients and their counters.
+fn peers(root: &Root) -> Option<Vec<PeerClient>> {
+    root.is_dir(MEMORY_PEERS).then(|| {
+        root.list(MEMORY_PEERS)
+            .into_iter()
+            .map(|name| {
+                let dir = format!("{MEMORY_PEERS}/{name}");
+                PeerClient {
+                    dir: root.is_dir(&dir),
+                    counters: PEER_COUNTERS.map(|file| {
+                        root.read_attr(&format!("{dir}/{file}"))
+                            .and_then(|v| v.parse().ok())
+                    }),
+                    name,
+                }
+            })
+            .collect()
+    })
+}
+
+/// The NVIDIA driver's package in DKMS (Debian: nvidia-current), `name/version`.
+fn dkms_driver(root: &Root) -> Option<String> {
+    root.list(DKMS)
+        .into_iter()
+        .filter(|m| m.starts_with("nvidia") && m != DKMS_PACKAGE)
+        .find_map(|m| {
+            root.list(&format!("{DKMS}/{m}"))
+                .pop()
+                .map(|v| format!("{m}/{v}"))
+        })
+}
+
+/// The files DKMS's latest build of the module for `release` took its CRCs
+/// from (the Makefile's [`CRCS_FROM`] line in make.log).
+fn dkms_crcs(root: &Root, release: &str) -> Option<String> {
+    let package = format!("{DKMS}/{DKMS_PACKAGE}");
+    root.list(&package).iter().rev().find_map(|version| {
+        let dir = format!("{package}/{version}/{release}");
+        root.list(&dir).iter().find_map(|arch| {
+            let log = root.read_text(&format!("{dir}/{arch}/log/make.log"))?;
+            log.lines()
+                .rev()
+                .find_map(|l| l.strip_prefix(CRCS_FROM).map(|f| f.trim().to_string()))
+        })
+    })
 }

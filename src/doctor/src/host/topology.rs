@@ -6,7 +6,7 @@
 use std::fmt;
 
 use crate::host::bars::Bar1;
-use crate::host::pci::{self, PciDev};
+use crate::host::pci::PciDev;
 use crate::host::root::Root;
 
 /// Where sysfs lists RDMA devices.
@@ -124,11 +124,12 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// Reads GPUs and RDMA devices from sysfs and classifies every pair.
-    pub fn scan(root: &Root) -> Topology {
-        let gpus: Vec<Gpu> = pci::all(root)
-            .into_iter()
-            .filter(PciDev::is_nvidia_gpu)
+    /// Reads GPUs (among `devices`) and RDMA devices from sysfs and classifies every pair.
+    pub fn scan(root: &Root, devices: &[PciDev]) -> Topology {
+        let gpus: Vec<Gpu> = devices
+            .iter()
+            .filter(|d| d.is_nvidia_gpu())
+            .cloned()
             .map(|dev| Gpu {
                 bar1: dev.bar1(root),
                 pci: dev,
