@@ -33,14 +33,14 @@ fn driver_param(text: &str, key: &str) -> Option<String> {
 }
 
 /// Whether the loaded driver is the open kernel modules (`None`: unknown).
-fn open_modules(host: &Host<'_>) -> Option<bool> {
+fn open_modules(host: &Host) -> Option<bool> {
     host.driver_banner
         .as_ref()
         .map(|b| b.contains("Open Kernel Module"))
 }
 
 /// The unsupported chipsets on the bus: `(function, name)`.
-fn chipsets(host: &Host<'_>) -> Vec<(String, &'static str)> {
+fn chipsets(host: &Host) -> Vec<(String, &'static str)> {
     host.pci
         .iter()
         .filter_map(|d| nccl::p2p_unsupported_chipset(d).map(|n| (d.bdf.clone(), n)))
@@ -50,7 +50,7 @@ fn chipsets(host: &Host<'_>) -> Vec<(String, &'static str)> {
 /// `nvidia.settings`: `GrdmaPciTopoCheckOverride`, `CoherentGPUMemoryMode`
 /// and the 580+ rule that, on Grace, Ampere Altra and AmpereOne chipsets,
 /// GPU and NIC must share a PCIe switch (else -ENOTSUPP, 524, at registration).
-pub(crate) fn driver_settings(host: &Host<'_>) -> Check {
+pub(crate) fn driver_settings(host: &Host) -> Check {
     const ID: &str = "nvidia.settings";
     let Some(nv) = &host.nvidia else {
         return Check::info(
@@ -289,7 +289,7 @@ impl Dmabuf {
 }
 
 /// Reads what dma-buf needs.
-pub(crate) fn dmabuf(host: &Host<'_>) -> Dmabuf {
+pub(crate) fn dmabuf(host: &Host) -> Dmabuf {
     let kernel = host.release.as_deref().and_then(|r| {
         let v = version_parts(r);
         (v.len() >= 2).then(|| v[..2] >= [5u32, 12][..])
@@ -337,7 +337,7 @@ pub(crate) fn dmabuf(host: &Host<'_>) -> Dmabuf {
 }
 
 /// `dmabuf.kernel`: the kernel, its RDMA core and the driver flavour dma-buf needs.
-pub(crate) fn dmabuf_kernel(host: &Host<'_>) -> Check {
+pub(crate) fn dmabuf_kernel(host: &Host) -> Check {
     const ID: &str = "dmabuf.kernel";
     let d = dmabuf(host);
     let yes = |b: Option<bool>| match b {
@@ -418,7 +418,7 @@ pub(crate) fn dmabuf_kernel(host: &Host<'_>) -> Check {
 }
 
 /// `dmabuf.gpu`: the GPU's own answer through libcuda.
-pub(crate) fn dmabuf_gpu(host: &Host<'_>) -> Check {
+pub(crate) fn dmabuf_gpu(host: &Host) -> Check {
     const ID: &str = "dmabuf.gpu";
     match &host.cuda {
         CudaAnswer::NotAsked => Check::info(
@@ -501,7 +501,7 @@ pub(crate) fn dmabuf_gpu(host: &Host<'_>) -> Check {
 }
 
 /// The NCCL path and GDR mode of every GPU–NIC pair, in pair order.
-pub(crate) fn nccl_pairs(host: &Host<'_>) -> Vec<(NcclPath, GdrMode)> {
+pub(crate) fn nccl_pairs(host: &Host) -> Vec<(NcclPath, GdrMode)> {
     let topo = &host.topo;
     topo.pairs
         .iter()
@@ -516,7 +516,7 @@ pub(crate) fn nccl_pairs(host: &Host<'_>) -> Vec<(NcclPath, GdrMode)> {
 
 /// `nccl.paths`: the path NCCL computes per pair and whether it uses
 /// GPUDirect RDMA there at its default `NCCL_NET_GDR_LEVEL`.
-pub(crate) fn nccl_paths(host: &Host<'_>) -> Check {
+pub(crate) fn nccl_paths(host: &Host) -> Check {
     const ID: &str = "nccl.paths";
     let topo = &host.topo;
     if topo.pairs.is_empty() {
@@ -598,7 +598,7 @@ pub(crate) fn nccl_paths(host: &Host<'_>) -> Check {
 }
 
 /// `cluster.view`: `nvidia_peermem` as the GPU Operator, NCCL and UCX test for it.
-pub(crate) fn cluster_view(host: &Host<'_>) -> Check {
+pub(crate) fn cluster_view(host: &Host) -> Check {
     const ID: &str = "cluster.view";
     let modules = &host.proc_modules;
     // The validator's `lsmod | grep -E '^nvidia_peermem\s'`.
@@ -668,7 +668,7 @@ pub(crate) fn cluster_view(host: &Host<'_>) -> Check {
 
 /// `gdr.path`: which registration path NCCL and UCX take on this host,
 /// and whether this module is needed for it.
-pub(crate) fn gdr_path(host: &Host<'_>) -> Check {
+pub(crate) fn gdr_path(host: &Host) -> Check {
     const ID: &str = "gdr.path";
     let d = dmabuf(host);
     let peer = NCCL_PATHS.iter().any(|&i| host.gdr[i]);

@@ -9,90 +9,9 @@
 use std::collections::BTreeMap;
 
 use super::check::Check;
-use crate::host::elf::{self, Sections};
-use crate::host::inflate;
 use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::host::{Host, MODULE};
 use crate::text::list;
-
-/// What a module file says about itself.
-#[derive(Debug, Default)]
-pub(crate) struct KoFile {
-    /// `.modinfo`, by key.
-    pub modinfo: BTreeMap<String, String>,
-    /// `__versions`: empty without MODVERSIONS.
-    pub crcs: BTreeMap<String, u32>,
-    /// The CRCs it exports (`__crc_*`): empty without MODVERSIONS.
-    pub exports: BTreeMap<String, u32>,
-    /// Why the file could not be read as ELF, if so.
-    pub problem: Option<String>,
-}
-
-/// Reads a module file (`.ko`, `.ko.gz`, `.ko.xz`, `.ko.zst`).
-pub(crate) fn read_ko(host: &Host<'_>, path: &str) -> Option<KoFile> {
-    let bytes = host.root.read_bytes(path)?;
-    let mut ko = KoFile::default();
-    let bytes = match inflate::module(path, bytes) {
-        Ok(b) => b,
-        Err(e) => {
-            ko.problem = Some(e);
-            return Some(ko);
-        }
-    };
-    match Sections::parse(&bytes) {
-        Ok(s) => {
-            ko.modinfo = elf::modinfo(s.get(".modinfo").unwrap_or(&[]))
-                .into_iter()
-                .collect();
-            match elf::versions(&s).and_then(|v| Ok((v, elf::exports(&s)?))) {
-                Ok((v, e)) => (ko.crcs, ko.exports) = (v, e),
-                Err(e) => ko.problem = Some(e.0),
-            }
-        }
-        Err(e) => {
-            // Not ELF (a stand-in or a damaged file): modinfo strings, if any.
-            ko.modinfo = elf::modinfo(&bytes).into_iter().collect();
-            ko.problem = Some(e.0);
-        }
-    }
-    Some(ko)
-}
-
-/// What nvidia_peermem imports from, each found by one symbol it exports.
-pub(crate) const EXPORTERS: [(&str, &str); 2] = [
-    ("the NVIDIA driver", "nvidia_p2p_get_pages"),
-    ("the RDMA core", PEER_REGISTER),
-];
-
-/// Where an admin names an exporter built outside any package (one line
-/// each: `driver PATH`, `rdma PATH`; `{kernel}` is the release), as the
-/// build reads it (scripts/find-symvers.sh).
-pub(crate) const EXPORTERS_CONF: &str = "/etc/nvidia-peer-memory/exporters.conf";
-
-/// The module file that exports `symbol` for `release` as the module's
-/// build finds it: a line of [`EXPORTERS_CONF`], else as modprobe finds
-/// it (modules.symbols, then modules.dep).
-pub(crate) fn exporter_file(host: &Host<'_>, release: &str, symbol: &str) -> Option<String> {
-    let key = if symbol == PEER_REGISTER {
-        "rdma"
-    } else {
-        "driver"
-    };
-    let named = host.root.read_text(EXPORTERS_CONF).and_then(|conf| {
-        conf.lines().find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some(key))
-                .then(|| w.next().map(|p| p.replace("{kernel}", release)))
-                .flatten()
-        })
-    });
-    if named.is_some() {
-        return named;
-    }
-    let dir = kmod::modules_dir(release);
-    let name = kmod::symbol_provider(host.root, release, symbol)?;
-    kmod::modprobe_target(host.root, release, &name).map(|rel| format!("{dir}/{rel}"))
-}
 
 /// What the installed exporters say: their CRCs by symbol, with the file
 /// each came from; a line per exporter for the detail; and the exporters
@@ -106,20 +25,21 @@ struct Installed {
 }
 
 /// The CRCs the installed exporters export for our imports.
-fn installed_exports(host: &Host<'_>, release: &str) -> Installed {
+fn installed_exports(host: &Host, release: &str) -> Installed {
     let mut exports = BTreeMap::new();
     let mut unread = Vec::new();
     let mut detail = Vec::new();
     let mut missing = Vec::new();
-    for (whose, symbol) in EXPORTERS {
-        let Some(file) = exporter_file(host, release, symbol) else {
+    for e in &host.exporters {
+        let (whose, symbol) = (e.whose, e.symbol);
+        let Some(file) = &e.file else {
             detail.push(format!(
                 "{whose}: no module installed for {release} exports {symbol}"
             ));
             missing.push((whose, symbol));
             continue;
         };
-        let Some(ko) = read_ko(host, &file) else {
+        let Some(ko) = &e.ko else {
             detail.push(format!("{whose}: {file} (exports {symbol}) cannot be read"));
             unread.push(format!("{whose}'s ({file}: cannot be read)"));
             continue;
@@ -143,8 +63,8 @@ fn installed_exports(host: &Host<'_>, release: &str) -> Installed {
             line.push_str(&format!(": {} CRCs", ko.exports.len()));
         }
         detail.push(line);
-        for (sym, crc) in ko.exports {
-            exports.entry(sym).or_insert((crc, file.clone()));
+        for (sym, crc) in &ko.exports {
+            exports.entry(sym.clone()).or_insert((*crc, file.clone()));
         }
     }
     Installed {
@@ -171,23 +91,8 @@ fn install_exporter(symbol: &str, release: &str) -> String {
     }
 }
 
-/// The version in the modinfo of the driver's `nvidia.ko` on disk, and its path.
-fn driver_on_disk(host: &Host<'_>, release: &str) -> Option<(String, String)> {
-    let dir = kmod::modules_dir(release);
-    let file = kmod::modprobe_target(host.root, release, "nvidia")
-        .map(|rel| format!("{dir}/{rel}"))
-        .or_else(|| {
-            host.root
-                .walk_files(&dir)
-                .into_iter()
-                .find(|f| kmod::module_stem(f) == Some("nvidia"))
-        })?;
-    let ko = read_ko(host, &file)?;
-    Some((ko.modinfo.get("version")?.clone(), file))
-}
-
 /// `module.build`.
-pub(crate) fn module_build(host: &Host<'_>) -> Check {
+pub(crate) fn module_build(host: &Host) -> Check {
     const ID: &str = "module.build";
     let Some(release) = host.release.as_deref() else {
         return Check::info(ID, "kernel release unknown: builds not compared");
@@ -204,9 +109,9 @@ pub(crate) fn module_build(host: &Host<'_>) -> Check {
 
     // The driver: loaded against on disk.
     let nv_loaded = host.nvidia.as_ref().and_then(|n| n.version.clone());
-    if let (Some(loaded), Some((disk, file))) = (&nv_loaded, driver_on_disk(host, release)) {
+    if let (Some(loaded), Some((disk, file))) = (&nv_loaded, &host.driver_on_disk) {
         detail.push(format!("NVIDIA driver: {loaded} loaded, {disk} in {file}"));
-        if &disk != loaded {
+        if disk != loaded {
             warn.push((
                 format!("the NVIDIA driver on disk is {disk}, the loaded one {loaded}: it was upgraded under the running system"),
                 "reboot (or unload and reload the whole driver stack): a module built against the new driver does not load into the old one".to_string(),
@@ -215,7 +120,7 @@ pub(crate) fn module_build(host: &Host<'_>) -> Check {
     }
 
     let file = ours.first().map(|f| format!("{dir}/{}", f.rel));
-    let ko = file.as_deref().and_then(|f| read_ko(host, f));
+    let ko = &host.installed_ko;
     if let Some(ko) = &ko {
         detail.push(format!(
             "{}: version {}, srcversion {}, {} CRCs{}",
@@ -231,9 +136,7 @@ pub(crate) fn module_build(host: &Host<'_>) -> Check {
 
     // Loaded against on disk.
     if host.ours.is_some() && !host.loaded_is_nvidias() {
-        let loaded_src = host
-            .root
-            .read_attr(&format!("/sys/module/{MODULE}/srcversion"));
+        let loaded_src = &host.srcversion;
         detail.push(format!(
             "/sys/module/{MODULE}/srcversion: {}",
             loaded_src.as_deref().unwrap_or("absent")

@@ -11,7 +11,7 @@ use crate::host::{Host, MODULE};
 use crate::text::list;
 
 /// `conflict.nv_peer_mem`: Mellanox's module registers the same `nv_mem` client.
-pub(crate) fn nv_peer_mem(host: &Host<'_>) -> Check {
+pub(crate) fn nv_peer_mem(host: &Host) -> Check {
     const ID: &str = "conflict.nv_peer_mem";
     const UNINSTALL: &str =
         "uninstall Mellanox's nvidia-peer-memory 1.x package (nv_peer_mem) and disable its \
@@ -61,12 +61,12 @@ pub(crate) fn nv_peer_mem(host: &Host<'_>) -> Check {
 }
 
 /// `conflict.bundled`: NVIDIA's own peermem module files.
-pub(crate) fn bundled(host: &Host<'_>) -> Check {
+pub(crate) fn bundled(host: &Host) -> Check {
     const ID: &str = "conflict.bundled";
     let Some(release) = &host.release else {
         return Check::info(ID, "kernel release unknown: installed modules not checked");
     };
-    let target = kmod::modprobe_target(host.root, release, MODULE);
+    let target = &host.module_target;
     let nvidia: Vec<_> = host
         .files
         .iter()
@@ -120,7 +120,7 @@ pub(crate) fn bundled(host: &Host<'_>) -> Check {
 }
 
 /// `conflict.modprobe`: modprobe.d rules for `nvidia-peermem`.
-pub(crate) fn modprobe(host: &Host<'_>) -> Check {
+pub(crate) fn modprobe(host: &Host) -> Check {
     const ID: &str = "conflict.modprobe";
     let rules = &host.rules;
     let banned = kmod::cmdline_blacklists(&host.cmdline, MODULE);

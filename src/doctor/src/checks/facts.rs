@@ -72,7 +72,7 @@ pub struct ModuleFacts {
 }
 
 /// The facts of one run.
-pub(crate) fn gather(host: &Host<'_>) -> Facts {
+pub(crate) fn gather(host: &Host) -> Facts {
     let module = match &host.ours {
         None => ModuleFacts::default(),
         Some(m) => ModuleFacts {
@@ -129,7 +129,7 @@ pub(crate) fn gather(host: &Host<'_>) -> Facts {
 }
 
 /// The kernel's facts.
-fn kernel(host: &Host<'_>) -> KernelFacts {
+fn kernel(host: &Host) -> KernelFacts {
     let config = host.config();
     KernelFacts {
         config: config.map(|c| c.source.clone()),

@@ -6,41 +6,27 @@
 //! the exact toolchain it names, or carried mode's toolchain; where it
 //! enforces signatures, the module must be signed.
 
-use super::build;
 use super::check::Check;
+use crate::host::build::source_series;
 use crate::host::carried::{Version, BINDGEN_MIN, LINUX, RUSTC_MIN};
 use crate::host::kconfig::KConfig;
-use crate::host::kmod::{modules_dir, Origin};
-use crate::host::paths::MODULES_DISABLED;
-use crate::host::rust_mode::{self, Mode, RustMode, Why};
-use crate::host::signing::{self, ModSig};
+use crate::host::kmod::Origin;
+use crate::host::paths::{EXPORTERS_CONF, MODULES_DISABLED};
+use crate::host::rust_mode::{Mode, RustMode, Why};
+use crate::host::signing::ModSig;
 use crate::host::toolchain::Found;
 use crate::host::{Host, MODULE};
 use crate::text::list;
 
-/// Files an out-of-tree Rust module links against in the kernel tree
-/// `build` (as `scripts/rust-headers.sh` checks): the target spec only where
-/// the architecture has one.
-fn rust_build_files(host: &Host<'_>, build: &str) -> Vec<&'static str> {
-    let mut files = vec![rust_mode::KERNEL_CRATE, "rust/libmacros.so"];
-    if host
-        .config()
-        .is_none_or(|c| rust_mode::needs_target_spec(host.root, build, c))
-    {
-        files.push(rust_mode::TARGET_SPEC);
-    }
-    files
-}
-
 /// `kernel 7.3.4+deb13-amd64`, or `this kernel`.
-fn kernel_name(host: &Host<'_>) -> String {
+fn kernel_name(host: &Host) -> String {
     host.release
         .as_deref()
         .map_or("this kernel".to_string(), |r| format!("kernel {r}"))
 }
 
 /// Whether this project's module is loaded or installed for the running kernel.
-fn ours_present(host: &Host<'_>) -> bool {
+fn ours_present(host: &Host) -> bool {
     (host.ours.is_some() && !host.loaded_is_nvidias())
         || host.files.iter().any(|f| f.origin == Origin::Ours)
 }
@@ -48,7 +34,7 @@ fn ours_present(host: &Host<'_>) -> bool {
 /// A line about what blocks a build: WARN when a module is already
 /// there (this one, so only a rebuild fails, as the summary then says; or
 /// NVIDIA's, which works meanwhile), FAIL when none can be had at all.
-fn build_blocked(host: &Host<'_>, id: &'static str, summary: String, fix: String) -> Check {
+fn build_blocked(host: &Host, id: &'static str, summary: String, fix: String) -> Check {
     if ours_present(host) {
         return Check::warn(
             id,
@@ -67,13 +53,13 @@ fn build_blocked(host: &Host<'_>, id: &'static str, summary: String, fix: String
 }
 
 /// Whether module loading is off: no `CONFIG_MODULES`, or `modules_disabled` set.
-pub(crate) fn loading_off(host: &Host<'_>) -> bool {
+pub(crate) fn loading_off(host: &Host) -> bool {
     host.config().is_some_and(|c| !c.enabled("CONFIG_MODULES"))
         || host.modules_disabled.as_deref() == Some("1")
 }
 
 /// `kernel.modules`: does this kernel load modules at all?
-pub(crate) fn modules(host: &Host<'_>) -> Check {
+pub(crate) fn modules(host: &Host) -> Check {
     const ID: &str = "kernel.modules";
     let kernel = kernel_name(host);
     if host.config().is_some_and(|c| !c.enabled("CONFIG_MODULES")) {
@@ -111,7 +97,7 @@ pub(crate) fn modules(host: &Host<'_>) -> Check {
 }
 
 /// Where the configuration was read, and what was wrong with the sources before it.
-fn config_detail(host: &Host<'_>) -> Vec<String> {
+fn config_detail(host: &Host) -> Vec<String> {
     let read = &host.config;
     let mut detail: Vec<String> = read
         .problems
@@ -142,7 +128,7 @@ fn config_detail(host: &Host<'_>) -> Vec<String> {
 /// `kernel.rust`: how a build gets the kernel's Rust support (kernel or
 /// carried mode, and why), what that mode still lacks, and which
 /// modversions the kernel uses.
-pub(crate) fn rust(host: &Host<'_>) -> Check {
+pub(crate) fn rust(host: &Host) -> Check {
     const ID: &str = "kernel.rust";
     let kernel = kernel_name(host);
     let mut detail = config_detail(host);
@@ -220,12 +206,9 @@ pub(crate) fn rust(host: &Host<'_>) -> Check {
     // core's modules installed for the kernel (scripts/find-symvers.sh).
     let release = host.release.as_deref().unwrap_or("<release>");
     let mut missing = Vec::new();
-    for (whose, symbol) in build::EXPORTERS {
-        match host
-            .release
-            .as_deref()
-            .and_then(|r| build::exporter_file(host, r, symbol))
-        {
+    for e in &host.exporters {
+        let (whose, symbol) = (e.whose, e.symbol);
+        match &e.file {
             Some(file) => detail.push(format!("MODVERSIONS: the CRCs of {whose} from {file}")),
             None => missing.push(format!("{whose}'s {symbol}")),
         }
@@ -253,7 +236,7 @@ pub(crate) fn rust(host: &Host<'_>) -> Check {
                 })
                 .collect::<Vec<_>>()
                 .join("and "),
-            build::EXPORTERS_CONF
+            EXPORTERS_CONF
         ),
     )
     .detail(detail)
@@ -262,7 +245,7 @@ pub(crate) fn rust(host: &Host<'_>) -> Check {
 /// The configuration and the build's mode, or the INFO line that says why
 /// a check about building cannot tell.
 fn build_inputs<'a>(
-    host: &'a Host<'_>,
+    host: &'a Host,
     id: &'static str,
 ) -> Result<(&'a KConfig, &'a RustMode), Check> {
     match (host.config(), host.rust.as_ref()) {
@@ -309,7 +292,7 @@ struct Toolchain {
 
 /// Kernel mode: the exact rustc and bindgen the kernel names. Carried
 /// mode: rustc and bindgen from the pinned minima, rust-src, libclang.
-fn toolchain_state(host: &Host<'_>, c: &KConfig, rm: &RustMode) -> Toolchain {
+fn toolchain_state(host: &Host, c: &KConfig, rm: &RustMode) -> Toolchain {
     if let Some(t) = &rm.carried {
         let lacks: Vec<String> = t.missing.iter().map(|(_, what)| what.clone()).collect();
         let summary = if lacks.is_empty() {
@@ -362,7 +345,7 @@ fn show(v: Option<Version>) -> String {
 }
 
 /// `kernel.toolchain`: is the toolchain the build's mode needs on PATH?
-pub(crate) fn toolchain(host: &Host<'_>) -> Check {
+pub(crate) fn toolchain(host: &Host) -> Check {
     const ID: &str = "kernel.toolchain";
     let (c, rm) = match build_inputs(host, ID) {
         Ok(inputs) => inputs,
@@ -386,13 +369,7 @@ struct OnPath {
 }
 
 /// The `name` found on PATH against the version text of `option`.
-fn on_path(
-    host: &Host<'_>,
-    c: &KConfig,
-    found: Option<&Found>,
-    name: &str,
-    option: &str,
-) -> OnPath {
+fn on_path(host: &Host, c: &KConfig, found: Option<&Found>, name: &str, option: &str) -> OnPath {
     let want = c.get(option).unwrap_or("");
     let wanted = version_number(want).to_string();
     let mut detail = vec![c.show(option)];
@@ -418,30 +395,6 @@ fn on_path(
         wanted,
         detail,
     }
-}
-
-/// `7.3` from `7.3.4+deb13-amd64`.
-fn source_series(release: &str) -> String {
-    let digits = |p: &str| {
-        p.chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-    };
-    release
-        .split('.')
-        .take(2)
-        .map(digits)
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
-/// Debian's kernel source, from which `rust-headers` builds the crates.
-fn linux_source(host: &Host<'_>, release: &str) -> Option<String> {
-    let base = format!("/usr/src/linux-source-{}", source_series(release));
-    [".tar.xz", ".tar.bz2", ""]
-        .iter()
-        .map(|ext| format!("{base}{ext}"))
-        .find(|p| host.root.exists(p))
 }
 
 /// What to install when the headers cannot build a Rust module in kernel mode.
@@ -507,26 +460,21 @@ enum Headers {
 }
 
 /// Where the kernel's headers are and what a build in its mode finds there.
-fn headers_state(host: &Host<'_>, rm: &RustMode) -> Headers {
-    let Some(release) = host.release.clone() else {
+fn headers_state(host: &Host, rm: &RustMode) -> Headers {
+    let (Some(release), Some(tree)) = (host.release.clone(), &host.tree) else {
         return Headers::Unknown;
     };
-    let build = format!("{}/build", modules_dir(&release));
-    if !host.root.is_dir(&build) {
-        let packaged = host.root.is_dir(&modules_dir(&release));
+    let build = tree.build.clone();
+    if !tree.present {
         return Headers::Absent {
             release,
             build,
-            packaged,
+            packaged: tree.packaged,
         };
     }
     if let Mode::Carried(_) = rm.mode {
         // What rust-mode.sh takes as a configured kernel tree.
-        return match ["include/config/auto.conf", ".config"]
-            .iter()
-            .map(|f| format!("{build}/{f}"))
-            .find(|f| host.root.exists(f))
-        {
+        return match tree.config.clone() {
             Some(config) => Headers::Configured {
                 release,
                 build,
@@ -535,12 +483,13 @@ fn headers_state(host: &Host<'_>, rm: &RustMode) -> Headers {
             None => Headers::Unconfigured { release, build },
         };
     }
-    let missing = rust_build_files(host, &build)
+    let missing = tree
+        .rust_files
         .iter()
-        .filter(|f| !host.root.exists(&format!("{build}/{f}")))
-        .map(|f| f.to_string())
+        .filter(|(_, present)| !present)
+        .map(|(f, _)| f.to_string())
         .collect();
-    let source = linux_source(host, &release);
+    let source = tree.linux_source.clone();
     Headers::Crates {
         release,
         build,
@@ -590,7 +539,7 @@ fn unconfigured_fix(release: &str) -> String {
 /// `kernel.headers`: are the kernel's headers there, with what the
 /// build's mode needs of them (kernel mode: the compiled Rust crates a
 /// module links against; carried mode: only the configuration)?
-pub(crate) fn headers(host: &Host<'_>) -> Check {
+pub(crate) fn headers(host: &Host) -> Check {
     const ID: &str = "kernel.headers";
     let (c, rm) = match build_inputs(host, ID) {
         Ok(inputs) => inputs,
@@ -657,7 +606,7 @@ pub(crate) fn headers(host: &Host<'_>) -> Check {
 
 /// The detail of `kernel.headers`: the compiled crates' files, where a
 /// Rust kernel's headers would have them.
-fn crate_detail(host: &Host<'_>, state: &Headers) -> Vec<String> {
+fn crate_detail(host: &Host, state: &Headers) -> Vec<String> {
     let build = match state {
         Headers::Configured { build, .. } | Headers::Crates { build, .. } => build,
         Headers::Unconfigured { build, .. } => {
@@ -669,20 +618,20 @@ fn crate_detail(host: &Host<'_>, state: &Headers) -> Vec<String> {
     if host.config().is_some_and(|c| !c.enabled("CONFIG_RUST")) {
         return Vec::new();
     }
-    rust_build_files(host, build)
+    host.tree
         .iter()
-        .map(|f| {
-            let present = host.root.exists(&format!("{build}/{f}"));
+        .flat_map(|t| &t.rust_files)
+        .map(|(f, present)| {
             format!(
                 "{build}/{f}: {}",
-                if present { "present" } else { "absent" }
+                if *present { "present" } else { "absent" }
             )
         })
         .collect()
 }
 
 /// The rustc and bindgen the kernel names against PATH's, and what differs.
-fn kernel_toolchain(host: &Host<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnPath, Vec<String>) {
+fn kernel_toolchain(host: &Host, c: &KConfig, rm: &RustMode) -> (OnPath, OnPath, Vec<String>) {
     let rustc = on_path(
         host,
         c,
@@ -710,22 +659,14 @@ fn kernel_toolchain(host: &Host<'_>, c: &KConfig, rm: &RustMode) -> (OnPath, OnP
 /// `$(CROSS_COMPILE_COMPAT)gcc` (`arch/arm64/Kconfig`, `arch/arm64/Makefile`
 /// `vdso_prepare`). Debian's headers name the prefix in `.kernelvariables`.
 /// What PATH lacks, in a few words, and how to get it.
-fn compat_vdso_lack(host: &Host<'_>, c: &KConfig, build: &str) -> Option<(String, String)> {
+fn compat_vdso_lack(host: &Host, c: &KConfig) -> Option<(String, String)> {
     if !c.enabled("CONFIG_COMPAT_VDSO")
         || (c.enabled("CONFIG_CC_IS_CLANG") && c.enabled("CONFIG_LD_IS_LLD"))
     {
         return None;
     }
-    let vars = host
-        .root
-        .read_text(&format!("{build}/.kernelvariables"))
-        .unwrap_or_default();
-    let prefix = vars
-        .lines()
-        .find_map(|l| l.strip_prefix("override CROSS_COMPILE_COMPAT = "))
-        .map(str::trim)
-        .filter(|p| !p.is_empty());
-    let Some(prefix) = prefix else {
+    let tree = host.tree.as_ref();
+    let Some(prefix) = tree.and_then(|t| t.compat_prefix.as_deref()) else {
         return Some((
             "the compiler of the kernel's 32-bit compat vDSO, which its headers do not name \
              (CROSS_COMPILE_COMPAT in .kernelvariables)"
@@ -734,11 +675,7 @@ fn compat_vdso_lack(host: &Host<'_>, c: &KConfig, build: &str) -> Option<(String
         ));
     };
     let gcc = format!("{prefix}gcc");
-    let on_path = host.path.iter().any(|dir| {
-        host.root
-            .host_path(&format!("{}/{gcc}", dir.trim_end_matches('/')))
-            .is_some_and(|p| p.is_file())
-    });
+    let on_path = tree.is_some_and(|t| t.compat_gcc);
     (!on_path).then(|| {
         (
             format!("{gcc}, which builds the kernel's 32-bit compat vDSO"),
@@ -755,20 +692,20 @@ fn compat_vdso_lack(host: &Host<'_>, c: &KConfig, build: &str) -> Option<(String
 /// linux-source with the kernel's own toolchain (then the build takes kernel
 /// mode); where it cannot, it says why and the build takes carried mode, as
 /// a build from the source tree does.
-fn dkms_crates(host: &Host<'_>, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
+fn dkms_crates(host: &Host, c: &KConfig, rm: &RustMode, release: &str, build: &str) -> Check {
     const ID: &str = "kernel.headers";
     let (rustc, bindgen, mut wrong) = kernel_toolchain(host, c, rm);
     let mut fixes = Vec::new();
     if !wrong.is_empty() {
         fixes.push(toolchain_fix(&rustc.wanted, &bindgen.wanted));
     }
-    if let Some((what, fix)) = compat_vdso_lack(host, c, build) {
+    if let Some((what, fix)) = compat_vdso_lack(host, c) {
         wrong.push(what);
         fixes.push(fix);
     }
     let lacking = format!("the headers of {release} lack the compiled Rust crates");
     let carried = format!("DKMS builds in carried mode (kernel.rust), as `make KDIR={build}` does");
-    match linux_source(host, release) {
+    match host.tree.as_ref().and_then(|t| t.linux_source.clone()) {
         Some(source) if wrong.is_empty() => Check::ok(
             ID,
             format!(
@@ -797,8 +734,8 @@ fn dkms_crates(host: &Host<'_>, c: &KConfig, rm: &RustMode, release: &str, build
 }
 
 /// How to get a module signed that this kernel accepts.
-fn signing_fix(host: &Host<'_>) -> String {
-    if !host.root.is_dir(signing::EFI_DIR) {
+fn signing_fix(host: &Host) -> String {
+    if !host.efi {
         let hash = host
             .config()
             .and_then(|c| c.get("CONFIG_MODULE_SIG_HASH"))
@@ -809,7 +746,7 @@ fn signing_fix(host: &Host<'_>) -> String {
              kernel): `scripts/sign-file {hash} <key> <certificate> {MODULE}.ko`"
         );
     }
-    let mok = signing::dkms_mok(host.root);
+    let mok = &host.mok;
     format!(
         "DKMS signs the modules it builds with its MOK, here {} and its certificate {} (mok_signing_key, \
          mok_certificate in /etc/dkms/framework.conf; Debian's dkms makes /var/lib/dkms/mok.key and mok.pub at \
@@ -818,21 +755,6 @@ fn signing_fix(host: &Host<'_>) -> String {
          `/usr/lib/nvidia-peer-memory/dkms-rebuild --force`",
         mok.key, mok.cert, mok.cert
     )
-}
-
-/// The signature of each of this project's module files.
-fn installed_signatures(host: &Host<'_>) -> Vec<(String, ModSig)> {
-    let Some(release) = host.release.as_deref() else {
-        return Vec::new();
-    };
-    host.files
-        .iter()
-        .filter(|f| f.origin == Origin::Ours)
-        .map(|f| {
-            let path = format!("{}/{}", modules_dir(release), f.rel);
-            (f.rel.clone(), signing::module_signature(host.root, &path))
-        })
-        .collect()
 }
 
 /// A detail line: a module file and its signature.
@@ -845,10 +767,10 @@ fn signature_line(file: &str, sig: &ModSig) -> String {
 }
 
 /// `kernel.signing`: where the kernel enforces signatures, is the module signed?
-pub(crate) fn signing(host: &Host<'_>) -> Check {
+pub(crate) fn signing(host: &Host) -> Check {
     const ID: &str = "kernel.signing";
     let e = &host.enforcement;
-    let files = installed_signatures(host);
+    let files = &host.signatures;
     let mut detail = e.evidence.clone();
     detail.extend(files.iter().map(|(f, sig)| signature_line(f, sig)));
     match e.enforced {
@@ -860,18 +782,14 @@ pub(crate) fn signing(host: &Host<'_>) -> Check {
             "mount securityfs (`mount -t securityfs securityfs /sys/kernel/security`): its lockdown \
              file says; so does the kernel configuration (kernel.rust)",
         ),
-        Some(true) => enforced_signing(host, &files, &mut detail),
+        Some(true) => enforced_signing(host, files, &mut detail),
     }
     .detail(detail)
 }
 
 /// `kernel.signing` where signatures are enforced: loaded, unsigned,
 /// not installed, unknown, or signed (and its key enrolled?).
-fn enforced_signing(
-    host: &Host<'_>,
-    files: &[(String, ModSig)],
-    detail: &mut Vec<String>,
-) -> Check {
+fn enforced_signing(host: &Host, files: &[(String, ModSig)], detail: &mut Vec<String>) -> Check {
     const ID: &str = "kernel.signing";
     let enforced = format!(
         "the kernel loads only signed modules ({})",
@@ -906,8 +824,8 @@ fn enforced_signing(
         );
         return Check::info(ID, summary).fix(signing_fix(host));
     }
-    let mok = signing::dkms_mok(host.root);
-    let enrolled = signing::mok_enrolled(host.root, &mok.cert);
+    let mok = &host.mok;
+    let enrolled = host.mok_enrolled;
     detail.push(format!(
         "{}: {}",
         mok.cert,
@@ -929,7 +847,7 @@ fn enforced_signing(
 
 /// Why `modprobe nvidia_peermem` cannot work on this kernel, for other
 /// checks' fix lines; empty when nothing here stands in the way.
-pub(crate) fn blockers(host: &Host<'_>) -> Vec<&'static str> {
+pub(crate) fn blockers(host: &Host) -> Vec<&'static str> {
     let mut why = Vec::new();
     if loading_off(host) {
         why.push("this kernel loads no module now (kernel.modules)");

@@ -67,7 +67,7 @@ pub struct Verdicts {
 }
 
 /// Judges the host: every check, in report order.
-pub fn judge(host: &Host<'_>) -> Verdicts {
+pub fn judge(host: &Host) -> Verdicts {
     let (stats_check, stats) = module::stats(host);
     let checks: Vec<Check> = vec![
         kernel::modules(host),

@@ -2,17 +2,16 @@
 
 //! The module itself: loaded, its parameters, its statistics.
 
-use super::build;
 use super::check::{Check, Stat};
 use super::kernel;
 use crate::host::klog;
-use crate::host::kmod::{self, Origin, NV_P2P_PREFIX, PEER_REGISTER};
+use crate::host::kmod::{Origin, NV_P2P_PREFIX, PEER_REGISTER};
 use crate::host::paths::{OPERATOR_DRIVER_ROOT, OPERATOR_MOFED_ROOT, STATS_PATH};
 use crate::host::{Host, MODULE};
 use crate::text::list;
 
 /// `module.loaded`: is `nvidia_peermem` loaded, and is it this project's?
-pub(crate) fn loaded(host: &Host<'_>) -> Check {
+pub(crate) fn loaded(host: &Host) -> Check {
     const ID: &str = "module.loaded";
     let ours_installed: Vec<String> = host
         .files
@@ -93,27 +92,12 @@ pub(crate) fn loaded(host: &Host<'_>) -> Check {
     Check::ok(ID, format!("{MODULE}{version} is loaded")).detail(detail)
 }
 
-/// The peermem file `modprobe nvidia-peermem` loads for `release`: the
-/// peermem module the install rule modprobe follows loads, else the
-/// modules.dep entry of the name.
-fn modprobe_loads(host: &Host<'_>, release: &str) -> Option<kmod::ModFile> {
-    let name = match kmod::effective_install(&host.rules).map(|r| &r.kind) {
-        Some(kmod::RuleKind::Install { loads, .. }) => {
-            loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
-        }
-        _ => None,
-    }
-    .unwrap_or_else(|| MODULE.to_string());
-    let rel = kmod::modprobe_target(host.root, release, &name)?;
-    host.files.iter().find(|f| f.rel == rel).cloned()
-}
-
 /// `module.loaded` when the kernel's log says it refused the module for a
 /// symbol's CRC (`CONFIG_MODVERSIONS`): the module modprobe loads was built
 /// against another build of the driver or of the RDMA core than the one
 /// loaded. That module may be NVIDIA's own nvidia_peermem (Debian's
 /// install rule, the GPU Operator's driver container).
-fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
+fn refused_for_crc(host: &Host, installed: &str) -> Option<Check> {
     const ID: &str = "module.loaded";
     let sym = klog::crc_refusal(&host.klog, MODULE)?;
     let whose = if sym.starts_with(NV_P2P_PREFIX) {
@@ -128,7 +112,11 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
         installed.to_string(),
     ];
     let release = host.release.as_deref();
-    let loads = release.and_then(|r| modprobe_loads(host, r));
+    // The peermem file `modprobe nvidia-peermem` loads.
+    let loads = host
+        .peermem_target
+        .as_ref()
+        .and_then(|rel| host.files.iter().find(|f| &f.rel == rel));
     if let (Some(r), Some(f)) = (release, &loads) {
         detail.push(format!(
             "modprobe {MODULE} loads /lib/modules/{r}/{} ({}, by {})",
@@ -138,15 +126,11 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
         ));
     }
     if let Some(r) = release {
-        if let Some(file) = build::exporter_file(
-            host,
-            r,
-            if whose == "the NVIDIA driver" {
-                "nvidia_p2p_get_pages"
-            } else {
-                PEER_REGISTER
-            },
-        ) {
+        if let Some(file) = host.exporter(if whose == "the NVIDIA driver" {
+            "nvidia_p2p_get_pages"
+        } else {
+            PEER_REGISTER
+        }) {
             detail.push(format!("{whose}'s module installed for {r}: {file}"));
         }
     }
@@ -204,7 +188,7 @@ fn refused_for_crc(host: &Host<'_>, installed: &str) -> Option<Check> {
 }
 
 /// `module.params`: the two parameters and what they select.
-pub(crate) fn params(host: &Host<'_>) -> Check {
+pub(crate) fn params(host: &Host) -> Check {
     const ID: &str = "module.params";
     if host.ours.is_none() {
         return Check::info(ID, "module not loaded: parameters unknown");
@@ -278,7 +262,7 @@ fn error_hint(name: &str) -> &'static str {
 }
 
 /// `module.stats`: the module's counters, with non-zero error counters flagged.
-pub(crate) fn stats(host: &Host<'_>) -> (Check, Option<Vec<Stat>>) {
+pub(crate) fn stats(host: &Host) -> (Check, Option<Vec<Stat>>) {
     const ID: &str = "module.stats";
     if host.ours.is_none() {
         return (Check::info(ID, "module not loaded: no statistics"), None);

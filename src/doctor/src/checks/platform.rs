@@ -18,7 +18,7 @@ use crate::text::{bytes, colon_list, few, list};
 pub const MIN_BAR1: u64 = 1 << 30;
 
 /// `gpu.devices`: NVIDIA GPUs on the PCI bus.
-pub(crate) fn gpu_devices(host: &Host<'_>) -> Check {
+pub(crate) fn gpu_devices(host: &Host) -> Check {
     const ID: &str = "gpu.devices";
     let gpus: Vec<String> = host.topo.gpus.iter().map(|g| g.pci.bdf.clone()).collect();
     if gpus.is_empty() {
@@ -48,7 +48,7 @@ pub(crate) fn gpu_devices(host: &Host<'_>) -> Check {
 }
 
 /// `gpu.bar1`: the BAR1 aperture bounds how much GPU memory can be registered at once.
-pub(crate) fn bar1(host: &Host<'_>) -> Check {
+pub(crate) fn bar1(host: &Host) -> Check {
     const ID: &str = "gpu.bar1";
     let gpus = &host.topo.gpus;
     if gpus.is_empty() {
@@ -107,7 +107,7 @@ fn gpus_with(gpus: &[Gpu], note: impl Fn(&Bar1) -> Option<String>) -> Vec<String
 }
 
 /// `pci.topology`: the nearest NIC of every GPU.
-pub(crate) fn topology(host: &Host<'_>) -> Check {
+pub(crate) fn topology(host: &Host) -> Check {
     const ID: &str = "pci.topology";
     let topo = &host.topo;
     if topo.pairs.is_empty() {
@@ -155,7 +155,7 @@ pub(crate) fn topology(host: &Host<'_>) -> Check {
 ///
 /// Paths through the root complex (PHB, NODE, SYS) go up whatever ACS says,
 /// so only the bridges of PIX and PXB pairs matter.
-pub(crate) fn acs(host: &Host<'_>) -> Check {
+pub(crate) fn acs(host: &Host) -> Check {
     const ID: &str = "pci.acs";
     if host.topo.pairs.is_empty() {
         return Check::info(ID, "no GPU–NIC pair: ACS not checked");
@@ -244,7 +244,7 @@ pub(crate) fn acs(host: &Host<'_>) -> Check {
 }
 
 /// `iommu.mode`: passthrough, translated or off.
-pub(crate) fn iommu(host: &Host<'_>) -> Check {
+pub(crate) fn iommu(host: &Host) -> Check {
     const ID: &str = "iommu.mode";
     const FIX: &str = "boot with iommu=pt (it keeps intel_iommu=on/amd_iommu=on working for VFIO) or disable \
                        the IOMMU in the BIOS: under translation every P2P mapping goes through the IOMMU and \
@@ -340,7 +340,7 @@ pub(crate) fn iommu(host: &Host<'_>) -> Check {
 
 /// `gdr.detection`: would NCCL and UCX find peer memory? Where dma-buf
 /// works they do not need it (`gdr.path`), so its absence is not a failure.
-pub(crate) fn gdr_detection(host: &Host<'_>) -> Check {
+pub(crate) fn gdr_detection(host: &Host) -> Check {
     const ID: &str = "gdr.detection";
     let present = host.gdr;
     let mut detail: Vec<String> = GDR_PATHS

@@ -28,7 +28,7 @@ const P2P_PERSISTENT: [&str; 2] = [
 const KALLSYMS_FIX: &str = "run as root (/proc/kallsyms is readable)";
 
 /// `nvidia.driver`: is `nvidia.ko` loaded, which version and flavour.
-pub(crate) fn nvidia_driver(host: &Host<'_>) -> Check {
+pub(crate) fn nvidia_driver(host: &Host) -> Check {
     const ID: &str = "nvidia.driver";
     let Some(nv) = &host.nvidia else {
         return Check::fail(
@@ -59,7 +59,7 @@ pub(crate) fn nvidia_driver(host: &Host<'_>) -> Check {
 }
 
 /// `nvidia.p2p`: does the driver export the P2P API?
-pub(crate) fn nvidia_p2p(host: &Host<'_>) -> Check {
+pub(crate) fn nvidia_p2p(host: &Host) -> Check {
     const ID: &str = "nvidia.p2p";
     if !host.kallsyms.readable {
         return Check::info(
@@ -135,7 +135,7 @@ pub(crate) fn nvidia_p2p(host: &Host<'_>) -> Check {
 }
 
 /// `rdma.peer_symbols`: the peer-memory API and which RDMA core provides it.
-pub(crate) fn peer_symbols(host: &Host<'_>) -> Check {
+pub(crate) fn peer_symbols(host: &Host) -> Check {
     const ID: &str = "rdma.peer_symbols";
     if !host.kallsyms.readable {
         return Check::info(ID, "/proc/kallsyms unreadable: peer-memory API not checked")
@@ -196,14 +196,14 @@ pub(crate) fn peer_symbols(host: &Host<'_>) -> Check {
 const VENDOR_MELLANOX: u16 = 0x15b3;
 
 /// Whether a ConnectX or an InfiniBand-class adapter is on the PCI bus.
-fn rdma_adapter_on_bus(host: &Host<'_>) -> bool {
+fn rdma_adapter_on_bus(host: &Host) -> bool {
     host.pci
         .iter()
         .any(|d| d.vendor == VENDOR_MELLANOX || d.class >> 8 == 0x0207)
 }
 
 /// `rdma.devices`: RDMA devices and their PCI functions.
-pub(crate) fn rdma_devices(host: &Host<'_>) -> Check {
+pub(crate) fn rdma_devices(host: &Host) -> Check {
     const ID: &str = "rdma.devices";
     let nics = &host.topo.nics;
     let detail: Vec<String> = nics

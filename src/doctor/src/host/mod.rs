@@ -4,6 +4,7 @@
 //! [`Host`] that the checks judge.
 
 pub mod bars;
+pub mod build;
 pub mod carried;
 pub mod cuda;
 pub mod elf;
@@ -21,13 +22,14 @@ pub mod topology;
 
 use std::collections::BTreeMap;
 
+use build::{KernelTree, KoFile, EXPORTERS};
 use cuda::CudaAnswer;
 use kconfig::{ConfigRead, KConfig};
-use kmod::{Kallsyms, Loaded, ModFile, Rule};
+use kmod::{Kallsyms, Loaded, ModFile, Origin, Rule};
 use paths::*;
 use pci::{Acs, PciDev};
 use root::Root;
-use signing::Enforcement;
+use signing::{Enforcement, ModSig, MokKey};
 use topology::Topology;
 
 /// The module this doctor is about, as `/sys/module` names it.
@@ -69,6 +71,20 @@ pub struct PeerClient {
     pub counters: [Option<u64>; 7],
 }
 
+/// A module nvidia_peermem imports from, as its build finds it.
+#[derive(Debug)]
+pub struct Exporter {
+    /// `the NVIDIA driver`, `the RDMA core`.
+    pub whose: &'static str,
+    /// The symbol it is found by.
+    pub symbol: &'static str,
+    /// Its file, if one is installed.
+    pub file: Option<String>,
+    /// What the file says, read only where the installed module has CRCs
+    /// to compare with it; `None` there when it cannot be read.
+    pub ko: Option<KoFile>,
+}
+
 /// The IOMMU as sysfs shows it.
 #[derive(Debug, Clone, Default)]
 pub struct Iommu {
@@ -82,10 +98,8 @@ pub struct Iommu {
     pub group_types: Vec<(String, String)>,
 }
 
-/// Facts several checks share, read once.
-pub struct Host<'a> {
-    /// Where files are read.
-    pub root: &'a Root,
+/// Everything the checks judge, read from the host once.
+pub struct Host {
     /// `uname -r`, if known.
     pub release: Option<String>,
     /// The kernel's command line, empty when unreadable.
@@ -116,6 +130,28 @@ pub struct Host<'a> {
     pub rules: Vec<Rule>,
     /// Installed peermem module files.
     pub files: Vec<ModFile>,
+    /// What the first of this project's installed module files says.
+    pub installed_ko: Option<KoFile>,
+    /// The signature of each of this project's installed module files.
+    pub signatures: Vec<(String, ModSig)>,
+    /// The files `modprobe nvidia_peermem` and `modprobe nvidia-peermem`
+    /// load (below the release's directory): the second follows an
+    /// install rule to the peermem module it loads.
+    pub module_target: Option<String>,
+    /// See [`Host::module_target`].
+    pub peermem_target: Option<String>,
+    /// The modules nvidia_peermem imports from ([`EXPORTERS`]).
+    pub exporters: Vec<Exporter>,
+    /// The version of the driver's `nvidia.ko` on disk, and its path.
+    pub driver_on_disk: Option<(String, String)>,
+    /// The kernel's build tree, when the release is known.
+    pub tree: Option<KernelTree>,
+    /// Whether the host booted through UEFI.
+    pub efi: bool,
+    /// The key and certificate DKMS signs with.
+    pub mok: MokKey,
+    /// Whether that certificate is enrolled (`None`: unknown).
+    pub mok_enrolled: Option<bool>,
     /// Every PCI function.
     pub pci: Vec<PciDev>,
     /// GPUs, NICs and pairs.
@@ -158,10 +194,10 @@ pub struct Host<'a> {
     pub cuda: CudaAnswer,
 }
 
-impl<'a> Host<'a> {
+impl Host {
     /// Reads the host below `root`, with libcuda's answer given and
     /// `rustc` and `bindgen` looked for on this process's `PATH`.
-    pub fn read(root: &'a Root, cuda: CudaAnswer) -> Host<'a> {
+    pub fn read(root: &Root, cuda: CudaAnswer) -> Host {
         let release = kmod::kernel_release(root);
         let files = release
             .as_deref()
@@ -177,9 +213,33 @@ impl<'a> Host<'a> {
                 .and_then(|_| root.read_attr(&format!("{SYS_MODULE}/{MODULE}/{name}")))
         };
         let pci = pci::all(root);
+        let rules = kmod::modprobe_rules(root, MODULE);
+        let exporters_conf = root.read_text(EXPORTERS_CONF);
+        let installed_ko = release.as_deref().and_then(|r| {
+            let first = files.iter().find(|f| f.origin == Origin::Ours)?;
+            build::read_ko(root, &format!("{}/{}", kmod::modules_dir(r), first.rel))
+        });
+        let compare = installed_ko.as_ref().is_some_and(|k| !k.crcs.is_empty());
+        let exporters = EXPORTERS
+            .iter()
+            .map(|&(whose, symbol)| {
+                let file = release
+                    .as_deref()
+                    .and_then(|r| build::exporter_file(root, exporters_conf.as_deref(), r, symbol));
+                Exporter {
+                    ko: file
+                        .as_deref()
+                        .filter(|_| compare)
+                        .and_then(|f| build::read_ko(root, f)),
+                    whose,
+                    symbol,
+                    file,
+                }
+            })
+            .collect();
+        let mok = signing::dkms_mok(root);
         let topo = Topology::scan(root, &pci);
         Host {
-            root,
             kallsyms: Kallsyms::read(root),
             params: ours.as_ref().map_or_else(Vec::new, |_| params(root)),
             srcversion: ours_attr("srcversion"),
@@ -194,7 +254,27 @@ impl<'a> Host<'a> {
             proc_modules: root.read_text(PROC_MODULES),
             driver_banner: root.read_attr(DRIVER_VERSION),
             driver_params: root.read_text(DRIVER_PARAMS),
-            rules: kmod::modprobe_rules(root, MODULE),
+            module_target: release
+                .as_deref()
+                .and_then(|r| kmod::modprobe_target(root, r, MODULE)),
+            peermem_target: release
+                .as_deref()
+                .and_then(|r| peermem_target(root, &rules, r)),
+            rules,
+            signatures: release
+                .as_deref()
+                .map_or_else(Vec::new, |r| signatures(root, &files, r)),
+            installed_ko,
+            exporters,
+            driver_on_disk: release
+                .as_deref()
+                .and_then(|r| build::driver_on_disk(root, r)),
+            tree: release
+                .as_deref()
+                .map(|r| KernelTree::read(root, r, config.config.as_ref(), &path)),
+            efi: root.is_dir(signing::EFI_DIR),
+            mok_enrolled: signing::mok_enrolled(root, &mok.cert),
+            mok,
             dkms_crcs: release.as_deref().and_then(|r| dkms_crcs(root, r)),
             files,
             release,
@@ -211,7 +291,7 @@ impl<'a> Host<'a> {
             operator_mofed: root.exists(OPERATOR_MOFED_ROOT),
             dkms_driver: dkms_driver(root),
             nv_peer_mem_conf: root.read_text(NV_PEER_MEM_CONF),
-            exporters_conf: root.read_text(EXPORTERS_CONF),
+            exporters_conf,
             enforcement: signing::enforcement(root, config.config.as_ref(), &cmdline),
             cmdline,
             config,
@@ -219,6 +299,14 @@ impl<'a> Host<'a> {
             rust,
             cuda,
         }
+    }
+
+    /// The file of the exporter found by `symbol` (one of [`EXPORTERS`]).
+    pub fn exporter(&self, symbol: &str) -> Option<&str> {
+        self.exporters
+            .iter()
+            .find(|e| e.symbol == symbol)
+            .and_then(|e| e.file.as_deref())
     }
 
     /// The module `name` (one of [`OTHERS`]), if loaded.
@@ -263,6 +351,32 @@ fn params(root: &Root) -> Vec<(String, String)> {
         .filter_map(|p| {
             let value = root.read_attr(&format!("{dir}/{p}"))?;
             Some((p, value))
+        })
+        .collect()
+}
+
+/// The peermem file `modprobe nvidia-peermem` loads for `release`: the
+/// peermem module the install rule modprobe follows loads, else the
+/// modules.dep entry of the name.
+fn peermem_target(root: &Root, rules: &[Rule], release: &str) -> Option<String> {
+    let name = match kmod::effective_install(rules).map(|r| &r.kind) {
+        Some(kmod::RuleKind::Install { loads, .. }) => {
+            loads.iter().find(|m| kmod::is_peermem_name(m)).cloned()
+        }
+        _ => None,
+    }
+    .unwrap_or_else(|| MODULE.to_string());
+    kmod::modprobe_target(root, release, &name)
+}
+
+/// The signature of each of this project's module files.
+fn signatures(root: &Root, files: &[ModFile], release: &str) -> Vec<(String, ModSig)> {
+    files
+        .iter()
+        .filter(|f| f.origin == Origin::Ours)
+        .map(|f| {
+            let path = format!("{}/{}", kmod::modules_dir(release), f.rel);
+            (f.rel.clone(), signing::module_signature(root, &path))
         })
         .collect()
 }
