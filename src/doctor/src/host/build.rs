@@ -157,10 +157,8 @@ impl KernelTree {
             .filter(|p| !p.is_empty())
             .map(str::to_string);
         let compat_gcc = compat_prefix.as_ref().is_some_and(|prefix| {
-            path.iter().any(|dir| {
-                root.host_path(&format!("{}/{prefix}gcc", dir.trim_end_matches('/')))
-                    .is_some_and(|p| p.is_file())
-            })
+            path.iter()
+                .any(|dir| root.is_file(&format!("{}/{prefix}gcc", dir.trim_end_matches('/'))))
         });
         KernelTree {
             present: root.is_dir(&build),

@@ -171,9 +171,9 @@ fn parse_gpu(rest: &str) -> Option<CudaGpu> {
 
 /// The `cuda-probe.txt` record of a captured tree; `NotAsked` without one.
 pub fn read_record(root: &Root) -> Result<CudaAnswer, String> {
-    match std::fs::read_to_string(root.base().join(RECORD_FILE.trim_start_matches('/'))) {
-        Ok(text) => CudaAnswer::parse(&text).map_err(|e| format!("{RECORD_FILE}: {e}")),
-        Err(_) => Ok(CudaAnswer::NotAsked),
+    match root.read_bytes(RECORD_FILE).map(String::from_utf8) {
+        Some(Ok(text)) => CudaAnswer::parse(&text).map_err(|e| format!("{RECORD_FILE}: {e}")),
+        _ => Ok(CudaAnswer::NotAsked),
     }
 }
 

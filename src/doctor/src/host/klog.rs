@@ -9,14 +9,9 @@
 //! (`kernel.dmesg_restrict` and no root) the log is empty here. In a fixture
 //! tree, `/dev/kmsg` is a plain file of such records.
 
-use std::fs::OpenOptions;
-use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::ErrorKind;
 
 use crate::host::root::Root;
-
-/// `O_NONBLOCK` on Linux (x86, arm64, riscv, ppc, s390).
-const O_NONBLOCK: i32 = 0o4000;
 /// `EPIPE`: `/dev/kmsg` skipped records overwritten in the ring buffer.
 const EPIPE: i32 = 32;
 /// At most this much log is read.
@@ -24,14 +19,7 @@ const MAX_BYTES: usize = 16 << 20;
 
 /// The text of each log record, oldest first (empty when unreadable).
 pub fn read(root: &Root) -> Vec<String> {
-    let Some(path) = root.host_path("/dev/kmsg") else {
-        return Vec::new();
-    };
-    let Ok(mut file) = OpenOptions::new()
-        .read(true)
-        .custom_flags(O_NONBLOCK)
-        .open(path)
-    else {
+    let Some(mut file) = root.reader("/dev/kmsg") else {
         return Vec::new();
     };
     let mut raw = Vec::new();

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::host::paths::SYS_MODULE;
 use crate::host::root::{basename, Root};
 
 /// Marker in the modinfo of this project's `.ko` (`module!{authors}` in
@@ -37,7 +38,7 @@ pub struct Loaded {
 
 /// The module `name` if it is loaded (or built in with parameters).
 pub fn loaded(root: &Root, name: &str) -> Option<Loaded> {
-    let dir = format!("/sys/module/{name}");
+    let dir = format!("{SYS_MODULE}/{name}");
     if !root.is_dir(&dir) {
         return None;
     }

@@ -7,9 +7,17 @@
 //! they are absolute (`/etc/modprobe.d/nvidia.conf -> /etc/alternatives/...`).
 //! A missing file is `None`, never an error: the checks turn absences into
 //! findings.
+//!
+//! A root is a directory of this machine, or a model in memory ([`Entry`]
+//! by path, as tests build their fixtures): the same reads, and programs
+//! that answer from a table instead of running.
 
+use std::collections::BTreeMap;
 use std::fs;
+use std::io::{Cursor, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Symbolic links followed while resolving one path, as in the kernel.
 const MAX_LINKS: usize = 40;
@@ -17,10 +25,52 @@ const MAX_LINKS: usize = 40;
 /// Entries deeper than this are not visited by [`Root::walk_files`].
 const MAX_WALK_DEPTH: usize = 12;
 
-/// A directory that stands for `/`.
+/// `O_NONBLOCK` on Linux (x86, arm64, riscv, ppc, s390).
+const O_NONBLOCK: i32 = 0o4000;
+
+/// A file system entry of a root kept in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A file and its bytes.
+    File(Vec<u8>),
+    /// A symbolic link and its target as written.
+    Link(String),
+    /// A directory (one with entries below it needs none).
+    Dir,
+    /// A program: what it prints on stdout for any arguments but those of
+    /// `answers` (joined by spaces), exiting 0.
+    Program {
+        /// Printed by default.
+        text: Vec<u8>,
+        /// Printed for exactly these arguments instead.
+        answers: Vec<(String, Vec<u8>)>,
+    },
+}
+
+/// A program below the root: a file of this machine to run, or a model's
+/// table of answers.
+#[derive(Debug)]
+pub enum Program<'a> {
+    /// Where it is on this machine.
+    At(PathBuf),
+    /// What it prints, by default and for given arguments.
+    Answers(&'a [u8], &'a [(String, Vec<u8>)]),
+}
+
+/// What a path is, without following a last link.
+enum Kind<'a> {
+    File,
+    Dir,
+    Link(String),
+    Program(&'a [u8], &'a [(String, Vec<u8>)]),
+}
+
+/// A directory that stands for `/`, or a model of one.
 #[derive(Debug, Clone)]
 pub struct Root {
     base: PathBuf,
+    /// The model's entries by absolute path, for a root in memory.
+    memory: Option<Arc<BTreeMap<String, Entry>>>,
 }
 
 impl Root {
@@ -29,9 +79,23 @@ impl Root {
         match fs::metadata(base) {
             Ok(m) if m.is_dir() => Ok(Root {
                 base: base.to_path_buf(),
+                memory: None,
             }),
             Ok(_) => Err(format!("{}: not a directory", base.display())),
             Err(e) => Err(format!("{}: {e}", base.display())),
+        }
+    }
+
+    /// A root in memory that names itself `base`: `entries` by path
+    /// below it (`sys/module/nvidia`); the directories above them exist.
+    pub fn memory(base: &Path, entries: BTreeMap<String, Entry>) -> Root {
+        let entries = entries
+            .into_iter()
+            .map(|(path, entry)| (format!("/{}", path.trim_matches('/')), entry))
+            .collect();
+        Root {
+            base: base.to_path_buf(),
+            memory: Some(Arc::new(entries)),
         }
     }
 
@@ -43,6 +107,45 @@ impl Root {
     /// The host path of an already resolved absolute path.
     fn host(&self, abs: &str) -> PathBuf {
         self.base.join(abs.trim_start_matches('/'))
+    }
+
+    /// What the absolute path `abs` is, its last link not followed.
+    fn kind(&self, abs: &str) -> Option<Kind<'_>> {
+        let Some(memory) = &self.memory else {
+            let host = self.host(abs);
+            let meta = fs::symlink_metadata(&host).ok()?;
+            let ft = meta.file_type();
+            return Some(if ft.is_symlink() {
+                Kind::Link(fs::read_link(&host).ok()?.to_string_lossy().into_owned())
+            } else if ft.is_dir() {
+                Kind::Dir
+            } else {
+                Kind::File
+            });
+        };
+        match memory.get(abs) {
+            Some(Entry::File(_)) => Some(Kind::File),
+            Some(Entry::Link(to)) => Some(Kind::Link(to.clone())),
+            Some(Entry::Dir) => Some(Kind::Dir),
+            Some(Entry::Program { text, answers }) => Some(Kind::Program(text, answers)),
+            None => (abs == "/" || !self.children(abs).is_empty()).then_some(Kind::Dir),
+        }
+    }
+
+    /// The names directly below the absolute path `abs` of a root in memory.
+    fn children(&self, abs: &str) -> Vec<String> {
+        let Some(memory) = &self.memory else {
+            return Vec::new();
+        };
+        let prefix = format!("{}/", abs.trim_end_matches('/'));
+        let mut names: Vec<String> = memory
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .filter_map(|(p, _)| p[prefix.len()..].split('/').next().map(str::to_string))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// Resolves `path` to an absolute path without symbolic links, inside the root.
@@ -69,14 +172,11 @@ impl Root {
             };
             abs.push('/');
             abs.push_str(&comp);
-            let meta = fs::symlink_metadata(self.host(&abs)).ok()?;
-            if meta.file_type().is_symlink() {
+            if let Kind::Link(target) = self.kind(&abs)? {
                 links += 1;
                 if links > MAX_LINKS {
                     return None;
                 }
-                let target = fs::read_link(self.host(&abs)).ok()?;
-                let target = target.to_string_lossy().into_owned();
                 if target.starts_with('/') {
                     done.clear();
                 }
@@ -101,14 +201,59 @@ impl Root {
     /// Whether `path` is a directory (after following links).
     pub fn is_dir(&self, path: &str) -> bool {
         self.resolve(path)
-            .and_then(|p| fs::metadata(self.host(&p)).ok())
-            .is_some_and(|m| m.is_dir())
+            .and_then(|p| self.kind(&p))
+            .is_some_and(|k| matches!(k, Kind::Dir))
+    }
+
+    /// Whether `path` is a file, a program included (after following links).
+    pub fn is_file(&self, path: &str) -> bool {
+        match self.resolve(path) {
+            Some(abs) if self.memory.is_some() => {
+                matches!(self.kind(&abs), Some(Kind::File | Kind::Program(..)))
+            }
+            Some(abs) => self.host(&abs).is_file(),
+            None => false,
+        }
+    }
+
+    /// The program at `path` (after following links), if it exists.
+    pub fn program(&self, path: &str) -> Option<Program<'_>> {
+        let abs = self.resolve(path)?;
+        if self.memory.is_none() {
+            return Some(Program::At(self.host(&abs)));
+        }
+        match self.kind(&abs)? {
+            Kind::Program(text, answers) => Some(Program::Answers(text, answers)),
+            // A plain file of a model prints nothing.
+            Kind::File => Some(Program::Answers(&[], &[])),
+            _ => None,
+        }
     }
 
     /// The bytes of a file.
     pub fn read_bytes(&self, path: &str) -> Option<Vec<u8>> {
         let abs = self.resolve(path)?;
-        fs::read(self.host(&abs)).ok()
+        let Some(memory) = &self.memory else {
+            return fs::read(self.host(&abs)).ok();
+        };
+        match memory.get(&abs)? {
+            Entry::File(bytes) => Some(bytes.clone()),
+            _ => None,
+        }
+    }
+
+    /// A reader of a file that does not block where the file would (a
+    /// device such as `/dev/kmsg` at its end).
+    pub fn reader(&self, path: &str) -> Option<Box<dyn Read>> {
+        if self.memory.is_some() {
+            return Some(Box::new(Cursor::new(self.read_bytes(path)?)));
+        }
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(self.host_path(path)?)
+            .ok()?;
+        Some(Box::new(file))
     }
 
     /// The text of a file (invalid UTF-8 replaced).
@@ -127,6 +272,9 @@ impl Root {
         let Some(abs) = self.resolve(path) else {
             return Vec::new();
         };
+        if self.memory.is_some() {
+            return self.children(&abs);
+        }
         let Ok(rd) = fs::read_dir(self.host(&abs)) else {
             return Vec::new();
         };
@@ -161,6 +309,17 @@ impl Root {
 
     fn walk(&self, abs: &str, depth: usize, out: &mut Vec<String>) {
         if depth > MAX_WALK_DEPTH {
+            return;
+        }
+        if self.memory.is_some() {
+            for name in self.children(abs) {
+                let child = format!("{}/{name}", abs.trim_end_matches('/'));
+                match self.kind(&child) {
+                    Some(Kind::Dir) => self.walk(&child, depth + 1, out),
+                    Some(Kind::File | Kind::Program(..)) => out.push(child),
+                    _ => {}
+                }
+            }
             return;
         }
         let Ok(rd) = fs::read_dir(self.host(abs)) else {
@@ -244,5 +403,56 @@ mod tests {
             ["/usr/lib/modules/7.3/extra/nvidia_peermem.ko"]
         );
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A root in memory reads as the same tree on disk does: links,
+    /// directories implied by their entries, programs and their answers.
+    #[test]
+    fn memory_reads_like_disk() {
+        let entries = [
+            (
+                "usr/lib/modules/7.3/extra/nvidia_peermem.ko",
+                Entry::File(b"x".to_vec()),
+            ),
+            ("lib", Entry::Link("usr/lib".into())),
+            ("loop", Entry::Link("loop".into())),
+            ("empty", Entry::Dir),
+            (
+                "usr/bin/rustc",
+                Entry::Program {
+                    text: b"rustc 1.85.1\n".to_vec(),
+                    answers: vec![("--print sysroot".into(), b"/usr\n".to_vec())],
+                },
+            ),
+        ];
+        let root = Root::memory(
+            Path::new("/model"),
+            entries
+                .into_iter()
+                .map(|(p, e)| (p.to_string(), e))
+                .collect(),
+        );
+        assert_eq!(
+            root.resolve("/lib/modules/7.3").as_deref(),
+            Some("/usr/lib/modules/7.3")
+        );
+        assert_eq!(
+            root.walk_files("/lib/modules/7.3/"),
+            ["/lib/modules/7.3/extra/nvidia_peermem.ko"]
+        );
+        assert_eq!(
+            root.read_text("/lib/modules/7.3/extra/nvidia_peermem.ko")
+                .as_deref(),
+            Some("x")
+        );
+        assert_eq!(root.list("/"), ["empty", "lib", "loop", "usr"]);
+        assert!(root.is_dir("/empty") && root.is_dir("/usr/lib") && !root.is_dir("/lib/x"));
+        assert!(!root.exists("/loop") && root.list("/empty").is_empty());
+        assert!(root.is_file("/usr/bin/rustc") && !root.is_file("/usr/bin"));
+        let Some(Program::Answers(text, answers)) = root.program("/usr/bin/rustc") else {
+            panic!("no program");
+        };
+        assert_eq!((text, answers.len()), (&b"rustc 1.85.1\n"[..], 1));
+        assert!(root.program("/usr/bin/bindgen").is_none());
     }
 }

@@ -10,11 +10,12 @@
 //! answer in tests.
 
 use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::host::root::Root;
+use crate::host::root::{Program, Root};
 
 /// Searched after the directories of `PATH` (DKMS and `sudo` use these).
 pub const DEFAULT_PATH: [&str; 6] = [
@@ -54,9 +55,8 @@ pub fn search_path(env_path: Option<&str>) -> Vec<String> {
 pub fn find(root: &Root, dirs: &[String], name: &str) -> Option<Found> {
     dirs.iter().find_map(|dir| {
         let path = format!("{}/{name}", dir.trim_end_matches('/'));
-        let host = root.host_path(&path)?;
-        host.is_file().then(|| Found {
-            version: version(&host),
+        root.is_file(&path).then(|| Found {
+            version: version(root, &path),
             path,
         })
     })
@@ -64,8 +64,8 @@ pub fn find(root: &Root, dirs: &[String], name: &str) -> Option<Found> {
 
 /// The first line `program --version` prints, run from `/` (so no
 /// directory override of rustup applies) with stdin closed.
-fn version(program: &Path) -> Result<String, String> {
-    let (status, out) = run(program, &["--version"])?;
+fn version(root: &Root, path: &str) -> Result<String, String> {
+    let (status, out) = run(root, path, &["--version"])?;
     let first = out.lines().next().unwrap_or("").trim().to_string();
     match (status.success(), first.is_empty()) {
         (true, false) => Ok(first),
@@ -77,10 +77,7 @@ fn version(program: &Path) -> Result<String, String> {
 /// Where `rustc --print sysroot` says its sysroot is (the rustc at
 /// `found`, below the root); its `rust-src` is below it.
 pub fn sysroot(root: &Root, found: &Found) -> Result<String, String> {
-    let program = root
-        .host_path(&found.path)
-        .ok_or_else(|| format!("{} is gone", found.path))?;
-    let (status, out) = run(&program, &["--print", "sysroot"])?;
+    let (status, out) = run(root, &found.path, &["--print", "sysroot"])?;
     let first = out.lines().next().unwrap_or("").trim();
     match (status.success(), first.starts_with('/')) {
         (true, true) => Ok(first.to_string()),
@@ -98,10 +95,7 @@ pub fn sysroot(root: &Root, found: &Found) -> Result<String, String> {
 /// bindgen/lib.rs: `clang_sys::load().expect("Unable to find libclang")`;
 /// the same from 0.60 to today's).
 pub fn clang(root: &Root, found: &Found) -> Result<String, String> {
-    let program = root
-        .host_path(&found.path)
-        .ok_or_else(|| format!("{} is gone", found.path))?;
-    let (status, out) = run(&program, &["--version", "--verbose"])?;
+    let (status, out) = run(root, &found.path, &["--version", "--verbose"])?;
     let line = out
         .lines()
         .map(str::trim)
@@ -116,9 +110,29 @@ pub fn clang(root: &Root, found: &Found) -> Result<String, String> {
     }
 }
 
+/// Runs the program at `path` below the root with `args`: its exit status
+/// and what it printed on stdout. A model's program answers from its table.
+fn run(root: &Root, path: &str, args: &[&str]) -> Result<(ExitStatus, String), String> {
+    match root.program(path) {
+        None => Err(format!("{path} is gone")),
+        Some(Program::At(program)) => spawn_and_wait(&program, args),
+        Some(Program::Answers(text, answers)) => {
+            let joined = args.join(" ");
+            let out = answers
+                .iter()
+                .find(|(a, _)| *a == joined)
+                .map_or(text, |(_, out)| out.as_slice());
+            Ok((
+                ExitStatus::from_raw(0),
+                String::from_utf8_lossy(out).into_owned(),
+            ))
+        }
+    }
+}
+
 /// Runs `program args` from `/` with stdin closed, for at most [`TIMEOUT`]:
 /// its exit status and what it printed on stdout.
-fn run(program: &Path, args: &[&str]) -> Result<(ExitStatus, String), String> {
+fn spawn_and_wait(program: &Path, args: &[&str]) -> Result<(ExitStatus, String), String> {
     let mut child = spawn(program, args).map_err(|e| format!("cannot run it: {e}"))?;
     let start = Instant::now();
     // Polls from 1 ms up to 64 ms apart: a stand-in answers in a few ms, rustc in tens.

@@ -4,14 +4,18 @@
 //! (`tests/fixtures/<name>/tree`; the format is in `tests/fixtures/README.md`).
 //!
 //! The description is read into a model first (so `rm` and `rmline` can
-//! undo what an `include` added), then written out: plain files, symbolic
-//! links as sysfs has them, binary `config` files and `resource` tables.
+//! undo what an `include` added), then turned into the entries of a root
+//! (plain files, symbolic links as sysfs has them, binary `config` files
+//! and `resource` tables, programs and their answers): kept in memory for
+//! the library, or written out for the binary.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use peermem_doctor::host::root::Entry;
 
 /// The directory holding every fixture.
 pub fn fixtures_dir() -> PathBuf {
@@ -119,21 +123,29 @@ struct Stand {
     answers: Vec<(String, Vec<u8>)>,
 }
 
-/// The shell script of a stand-in: a `case` on its arguments.
-fn program(stand: &Stand) -> Vec<u8> {
-    let print = |text: &[u8]| {
-        let mut out = b"cat <<'END_OF_TEXT'\n".to_vec();
-        out.extend(text);
-        out.extend(b"\nEND_OF_TEXT\n;;\n");
-        out
+/// What a stand-in prints for `text`: the line and its newline.
+fn printed(text: &[u8]) -> Vec<u8> {
+    let mut out = text.to_vec();
+    out.push(b'\n');
+    out
+}
+
+/// The shell script of a stand-in that prints `text`, or `answers` for
+/// their arguments: a `case` on its arguments.
+fn program(text: &[u8], answers: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let print = |out: &[u8]| {
+        let mut script = b"cat <<'END_OF_TEXT'\n".to_vec();
+        script.extend(out);
+        script.extend(b"END_OF_TEXT\n;;\n");
+        script
     };
     let mut script = b"#!/bin/sh\ncase \"$*\" in\n".to_vec();
-    for (args, text) in &stand.answers {
+    for (args, out) in answers {
         script.extend(format!("'{}')\n", args.replace('\'', "'\\''")).into_bytes());
-        script.extend(print(text));
+        script.extend(print(out));
     }
     script.extend(b"*)\n");
-    script.extend(print(&stand.text));
+    script.extend(print(text));
     script.extend(b"esac\n");
     script
 }
@@ -468,23 +480,46 @@ impl Tree {
         }
     }
 
-    /// Writes the tree below `dir` (which must not exist yet).
-    pub fn write(mut self, dir: &Path) -> io::Result<()> {
+    /// The entries of the tree, by path below its root.
+    pub fn entries(mut self) -> BTreeMap<String, Entry> {
         self.materialize_pci();
+        self.nodes
+            .into_iter()
+            .map(|(path, node)| {
+                let entry = match node {
+                    Node::File(body) => Entry::File(body),
+                    Node::Program(stand) => Entry::Program {
+                        text: printed(&stand.text),
+                        answers: stand
+                            .answers
+                            .iter()
+                            .map(|(args, text)| (args.clone(), printed(text)))
+                            .collect(),
+                    },
+                    Node::Link(to) => Entry::Link(to),
+                    Node::Dir => Entry::Dir,
+                };
+                (path, entry)
+            })
+            .collect()
+    }
+
+    /// Writes the tree below `dir` (which must not exist yet).
+    pub fn write(self, dir: &Path) -> io::Result<()> {
         fs::create_dir_all(dir)?;
-        for (path, node) in &self.nodes {
+        for (path, entry) in self.entries() {
             let target = dir.join(path);
             if let Some(parent) = target.parent() {
                 fs::create_dir_all(parent)?;
             }
-            match node {
-                Node::File(body) => fs::write(&target, body)?,
-                Node::Program(stand) => {
-                    fs::write(&target, program(stand))?;
+            match entry {
+                Entry::File(body) => fs::write(&target, body)?,
+                Entry::Program { text, answers } => {
+                    fs::write(&target, program(&text, &answers))?;
                     fs::set_permissions(&target, fs::Permissions::from_mode(0o755))?;
                 }
-                Node::Link(to) => symlink(to, &target)?,
-                Node::Dir => fs::create_dir_all(&target)?,
+                Entry::Link(to) => symlink(to, &target)?,
+                Entry::Dir => fs::create_dir_all(&target)?,
             }
         }
         Ok(())

@@ -1,79 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! Runs the doctor against one fixture and compares with its `expect` file:
-//! every verdict, the topology matrix, the JSON structure and the exit status,
-//! through the library and through the binary.
+//! every verdict, the topology matrix, the JSON structure and the exit
+//! status. The library reads the fixture's model in memory; the binary
+//! reads a few fixtures written out, and must print what the library
+//! renders from the model.
 
+pub mod expect;
 pub mod fixture;
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use peermem_doctor::{output, Report, Root};
+use peermem_doctor::{output, prometheus, Report, Root};
 use serde_json::Value as Json;
+
+use expect::Expect;
 
 /// The keys of a JSON object, in order (none for other values).
 fn keys_of(v: &Json) -> Vec<&str> {
     v.as_object()
         .map_or_else(Vec::new, |o| o.keys().map(String::as_str).collect())
-}
-
-/// What a fixture's `expect` file says.
-#[derive(Debug, Default)]
-pub struct Expect {
-    /// Exit status of the binary.
-    pub exit: i32,
-    /// `(status, id, text the line must contain)`.
-    pub checks: Vec<(String, String, Option<String>)>,
-    /// Column order of the matrix (NIC names).
-    pub nics: Vec<String>,
-    /// Matrix rows: GPU address and one link per NIC.
-    pub topo: Vec<(String, Vec<String>)>,
-    /// Counters the JSON `stats` object must hold.
-    pub stats: Vec<(String, String)>,
-    /// Fields of the JSON `facts` object: dotted path and value.
-    pub facts: Vec<(String, String)>,
-}
-
-impl Expect {
-    /// Reads `tests/fixtures/<name>/expect`.
-    pub fn load(name: &str) -> Expect {
-        let path = fixture::fixtures_dir().join(name).join("expect");
-        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let mut exp = Expect::default();
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (head, text) = match line.split_once(" ~ ") {
-                Some((h, t)) => (h, Some(t.trim().to_string())),
-                None => (line, None),
-            };
-            let words: Vec<&str> = head.split_whitespace().collect();
-            match words.as_slice() {
-                ["exit", n] => {
-                    exp.exit = n
-                        .parse()
-                        .unwrap_or_else(|_| panic!("{}:{}", path.display(), i + 1))
-                }
-                ["nics", names @ ..] => exp.nics = names.iter().map(|s| s.to_string()).collect(),
-                ["topo", gpu, links @ ..] => exp.topo.push((
-                    gpu.to_string(),
-                    links.iter().map(|s| s.to_string()).collect(),
-                )),
-                ["stat", name, value] => exp.stats.push((name.to_string(), value.to_string())),
-                ["fact", path, value @ ..] => exp.facts.push((path.to_string(), value.join(" "))),
-                [status @ ("OK" | "INFO" | "WARN" | "FAIL"), id] => {
-                    exp.checks.push((status.to_string(), id.to_string(), text))
-                }
-                _ => panic!("{}:{}: cannot parse '{line}'", path.display(), i + 1),
-            }
-        }
-        exp
-    }
 }
 
 /// A fresh directory for one fixture tree.
@@ -350,23 +299,31 @@ fn show(v: &Json) -> String {
     }
 }
 
-/// Builds fixture `name`, runs the doctor and compares everything with `expect`.
+/// Fixture `name` as a root in memory that names itself `base`.
+pub fn model(name: &str, base: &Path) -> Root {
+    let tree = fixture::Tree::load(name).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
+    Root::memory(base, tree.entries())
+}
+
+/// Runs the doctor on fixture `name` in memory and compares everything
+/// with `expect`; with [`expect::BLESS`] set, writes `expect` anew first.
 pub fn check_fixture(name: &str) {
-    let dir = build(name);
-    let exp = Expect::load(name);
-    let root = Root::new(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let root = model(name, &Path::new("/fixtures").join(name));
     let report = peermem_doctor::run(&root);
+    let json_text = output::json(&report);
+    let path = expect::path(name);
+    let committed = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut problems = Vec::new();
+    let json = serde_json::from_str::<Json>(&json_text).unwrap_or(Json::Null);
+    let regenerated = expect::regenerate(&committed, name, &report, &json);
+    let bless = std::env::var_os(expect::BLESS).is_some_and(|v| v == "1");
+    if bless && regenerated != committed {
+        fs::write(&path, &regenerated).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let exp = Expect::parse(if bless { &regenerated } else { &committed }, name);
     compare_report(&report, &exp, &mut problems);
 
-    let dir_arg = dir.to_string_lossy().into_owned();
-    let (text, code) = doctor(&["--root", &dir_arg]);
-    if code != exp.exit {
-        problems.push(format!(
-            "binary exit status: expected {}, got {code}",
-            exp.exit
-        ));
-    }
+    let text = output::human(&report, false);
     for check in &report.checks {
         let start = format!("{:<7}{}", check.status.as_str(), check.id);
         if !text.lines().any(|l| l.starts_with(&start)) {
@@ -378,20 +335,58 @@ pub fn check_fixture(name: &str) {
             problems.push("human output lacks the topology matrix".to_string());
         }
     }
-    let (json_text, json_code) = doctor(&["--json", &format!("--root={dir_arg}")]);
-    if json_code != exp.exit {
+    compare_json(&json_text, &report, &exp, &mut problems);
+    if !bless && regenerated != committed {
         problems.push(format!(
-            "--json exit status: expected {}, got {json_code}",
-            exp.exit
+            "{}=1 would rewrite {}:\n{}",
+            expect::BLESS,
+            path.display(),
+            changed_lines(&committed, &regenerated)
         ));
     }
-    compare_json(&json_text, &report, &exp, &mut problems);
-
-    let _ = fs::remove_dir_all(&dir);
     assert!(
         problems.is_empty(),
         "fixture {name}:\n  {}\n\n{}",
         problems.join("\n  "),
         output::human(&report, true)
     );
+}
+
+/// The lines of `new` that `old` lacks (`+`) and the other way (`-`).
+fn changed_lines(old: &str, new: &str) -> String {
+    let old_lines: Vec<&str> = old.lines().collect();
+    let new_lines: Vec<&str> = new.lines().collect();
+    let gone = old_lines
+        .iter()
+        .filter(|l| !new_lines.contains(l))
+        .map(|l| format!("  - {l}"));
+    let added = new_lines
+        .iter()
+        .filter(|l| !old_lines.contains(l))
+        .map(|l| format!("  + {l}"));
+    gone.chain(added).collect::<Vec<_>>().join("\n")
+}
+
+/// Writes fixture `name` out, runs the binary on it (table, verbose,
+/// JSON, Prometheus) and compares each output, byte for byte, and the exit
+/// status with what the library renders from the fixture's model.
+pub fn binary_prints_the_model(name: &str) {
+    let dir = build(name);
+    let report = peermem_doctor::run(&model(name, &dir));
+    let dir_arg = dir.to_string_lossy().into_owned();
+    for (args, want) in [
+        (vec![], output::human(&report, false)),
+        (vec!["--verbose"], output::human(&report, true)),
+        (vec!["--json", "--verbose"], output::json(&report)),
+        (vec!["--prometheus"], prometheus::render(&report)),
+    ] {
+        let args: Vec<&str> = args.into_iter().chain(["--root", &dir_arg]).collect();
+        let (got, code) = doctor(&args);
+        assert_eq!(code, report.exit_code(), "{name} {args:?}");
+        assert!(
+            got == want,
+            "{name} {args:?}: the binary printed\n{got}\nthe model renders\n{want}"
+        );
+    }
+    let _ = fs::remove_dir_all(&dir);
 }
