@@ -4,9 +4,9 @@
 //! `nvidia_peermem` the way the troubleshooting guides do by hand.
 //!
 //! It reads files (sysfs, procfs, `/boot`, `/lib/modules`, `/etc`), all
-//! below a root directory, and runs only `rustc` and `bindgen`, to ask
-//! what they are, so it runs on a busybox-only system and against fixture
-//! trees in tests. Three floors, each naming only those below it
+//! below a root directory (in tests, a model of one in memory), and runs
+//! only `rustc` and `bindgen`, to ask what they are, so it runs on a
+//! busybox-only system and against fixture trees in tests. Three floors, each naming only those below it
 //! (`tests/doctor/graph.rs` holds them so):
 //!
 //! * [`host`]: everything read from the host, into one [`host::Host`];

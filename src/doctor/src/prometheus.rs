@@ -7,12 +7,12 @@
 
 use std::fmt::Write;
 
-use crate::host::MODULE;
+use crate::host::{MODULE, PEER_COUNTERS};
 use crate::report::Report;
 
 /// The metric each of ib_core's per-client counters becomes, in the
-/// order of [`crate::host::PEER_COUNTERS`].
-const CLIENT_METRICS: [(&str, &str); 7] = [
+/// order of [`PEER_COUNTERS`].
+const CLIENT_METRICS: [(&str, &str); PEER_COUNTERS.len()] = [
     (
         "client_mrs_allocated_total",
         "Memory regions the RDMA core registered through this client.",

@@ -68,7 +68,7 @@ pub struct PeerClient {
     /// Whether it is a directory.
     pub dir: bool,
     /// Each of [`PEER_COUNTERS`], where it reads as a number.
-    pub counters: [Option<u64>; 7],
+    pub counters: [Option<u64>; PEER_COUNTERS.len()],
 }
 
 /// A module nvidia_peermem imports from, as its build finds it.

@@ -5,7 +5,8 @@
 //! names another file's module (`use crate::…`, `super::…`, `crate::x::y`
 //! in code, a child module by name). It must have no circle, and no
 //! floor may name one above it: `host` and `text` at the bottom, `checks`
-//! in the middle, the report and its renderings on top.
+//! in the middle, the report and its renderings on top. Checks read
+//! nothing themselves: they judge the `Host` value.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -351,6 +352,32 @@ fn floors_look_down() {
         up.is_empty(),
         "imports from a lower floor:\n{}",
         up.join("\n")
+    );
+}
+
+/// Outside their tests, the checks name no way to read the host: no
+/// root, file, environment or process.
+#[test]
+fn checks_read_nothing() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/checks");
+    let mut found = Vec::new();
+    for entry in fs::read_dir(&dir).expect("src/checks") {
+        let path = entry.expect("src/checks entry").path();
+        let code = code_only(&fs::read_to_string(&path).expect("source"));
+        let code = code.split("#[cfg(test)]").next().unwrap_or("");
+        for t in tokens(code) {
+            if matches!(
+                t.as_str(),
+                "Root" | "root" | "fs" | "env" | "Command" | "File"
+            ) {
+                found.push(format!("{}: {t}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "checks reading the host:\n{}",
+        found.join("\n")
     );
 }
 
