@@ -8,8 +8,10 @@
 //! (`peermem_core::protocol`, model-checked on the host); this file gives it
 //! the kernel's lock and condition variable and NVIDIA's calls.
 //!
-//! The driver's rules (NVIDIA's open kernel modules, `kernel-open/nvidia/
-//! nv-p2p.c` and RM's `rm_p2p_*`; ../shared/research/driver-locking.md):
+//! The driver's rules (NVIDIA's open kernel modules 595.45.04, github
+//! NVIDIA/open-gpu-kernel-modules: `kernel-open/nvidia/nv-p2p.c`, RM's
+//! `rm_p2p_*` in `src/nvidia/arch/nvalloc/unix/src/osapi.c`, the callback's
+//! caller in `src/nvidia/src/kernel/gpu/bus/third_party_p2p.c`):
 //! - `get_pages`, `get_pages_persistent`, `put_pages`, `put_pages_persistent`
 //!   and the middle of `dma_map_pages` take one driver-wide API lock.
 //! - A revocable pin's free callback runs with that lock held. When it

@@ -282,7 +282,10 @@ static void msim_phase(struct msim_mr *mr, enum msim_phase ph)
 
 /*
  * Every check counted here is this project's own: MOFED makes none of them
- * (../shared/research/mofed-core-observed.md, items 4 and 7). Each log line
+ * (OFED 25.10's drivers/infiniband/core/peer_mem.c: after dma_map it asks
+ * get_page_size and trims, checking nothing; ib_invalidate_peer_memory
+ * returns 0 for an unknown, released or U32_MAX id; unregistration trusts
+ * its handle). Each log line
  * says what MOFED does instead; the simulator then does that too (an
  * invalidation it ignores is ignored here), or, where MOFED would program
  * the HCA with the client's bad table, refuses the registration.
@@ -1118,7 +1121,8 @@ static void msim_release_umem(struct msim_mr *mr)
  * A registration through a client, as ib_peer_umem_get and mlx5 make it:
  * mapping_lock from before get_pages until activation; a failure before the
  * mapping exists unwinds put_pages (only after a failed dma_map) -> xa_erase
- * -> unlock mapping_lock -> release, as MOFED (mofed-core-observed.md 9);
+ * -> unlock mapping_lock -> release, as MOFED (OFED 25.10, peer_mem.c,
+ * ib_peer_umem_get's error path);
  * one after it (the simulator's own checks, a legacy core's latched
  * invalidation) as the HCA's giving up: the deregistration's two steps.
  */
@@ -1371,8 +1375,9 @@ static int msim_invalidate(void *reg_handle, u64 core_context)
 /* ---- Direct mode: the bare provider, no client --------------------------- */
 
 /*
- * Direct mode is a correct client of the driver's real rules
- * (../shared/research/driver-locking.md): its free callback takes no lock
+ * Direct mode is a correct client of the driver's real rules (NVIDIA's open
+ * kernel modules 595.45.04, nv-p2p.c and RM's rm_p2p_*; listed with their
+ * sources in tests/README.md, "API semantics"): its free callback takes no lock
  * that a thread inside a driver call may hold (so not mapping_lock, held
  * across dma_map_pages) and waits only for readers of the table (a table
  * check or a dma_unmap_pages, which need no API lock); after it, nothing

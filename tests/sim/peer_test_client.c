@@ -8,9 +8,11 @@
  * one rule of the contract on purpose, so that the tests can check that the
  * simulators detect it.
  *
- * Locking, under the driver's real rules (../shared/research/
- * driver-locking.md): ctx->lock protects a context's page table, mapping and
- * state, and is never held across a call into the driver. The free callback
+ * Locking, under the driver's real rules (NVIDIA's open kernel modules
+ * 595.45.04: kernel-open/nvidia/nv-p2p.c, RM's rm_p2p_* in osapi.c; listed
+ * with their sources in tests/README.md, "API semantics"): ctx->lock
+ * protects a context's page table, mapping and state, and is never held
+ * across a call into the driver. The free callback
  * runs under the driver's API lock, so it waits for nothing that needs that
  * lock (a map, pin or put in flight) and forwards the invalidation only for
  * a mapped context (before that, the core's mapping_lock is held by the

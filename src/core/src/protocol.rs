@@ -10,7 +10,11 @@
 //! tests (`tests/loom/tests/protocol.rs`) with loom's and models of the
 //! driver and of each generation of the RDMA core.
 //!
-//! The driver's rules it relies on (../shared/research/driver-locking.md):
+//! The driver's rules it relies on (NVIDIA's open kernel modules 595.45.04,
+//! github NVIDIA/open-gpu-kernel-modules: `kernel-open/nvidia/nv-p2p.c`,
+//! RM's `rm_p2p_*` in `src/nvidia/arch/nvalloc/unix/src/osapi.c`, the
+//! callback's caller `CliDelThirdPartyP2PVidmemInfo` in
+//! `src/nvidia/src/kernel/gpu/bus/third_party_p2p.c`):
 //! - pins, `dma_map`'s middle and unpins take one driver-wide API lock;
 //! - a revocable pin's free callback runs with that lock held, and the
 //!   driver frees the page table and its mappings when the callback returns;

@@ -1,12 +1,13 @@
 # The core simulator does what MOFED's peer-memory core does where a client
-# can see it (../shared/research/mofed-core-observed.md, items 1-3, 5-7, 9,
-# 10; DOCA-OFED 25.10): its sg_table is zeroed whenever the umem is unmapped,
-# trimmed SGEs (DMA address, DMA length and sg->length) come back inside the
-# invalidation, the deregistration's second step leaves a window in which a
-# forwarded invalidation still finds the umem, and OFED 24.04+ (names=
-# unchecked) registers any client name, the first of two with one name
-# winning every acquire. peer_test_client checks at release that its SGEs
-# are as its dma_map made them (trimmed_at_release).
+# can see it (drivers/infiniband/core/peer_mem.c of DOCA-OFED 3.2.1, OFED
+# 25.10, github knneth/mlnx-ofa_kernel; tests/README.md, "The MOFED core
+# simulator", names the functions): its sg_table is zeroed whenever the
+# umem is unmapped, trimmed SGEs (DMA address, DMA length and sg->length)
+# come back inside the invalidation, the deregistration's second step
+# leaves a window in which a forwarded invalidation still finds the umem,
+# and OFED 24.04+ (names=unchecked) registers any client name, the first of
+# two with one name winning every acquire. peer_test_client checks at
+# release that its SGEs are as its dma_map made them (trimmed_at_release).
 . /tests/lib.sh
 . /tests/client-lib.sh
 sim_unload

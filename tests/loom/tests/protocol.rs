@@ -4,8 +4,10 @@
 //! explored with loom over the module's own client code
 //! (`peermem_core::client`, `protocol` and `state`: what `src/client.rs`
 //! and `src/nvidia_p2p.rs` run), against models of the two foreign parties
-//! written from ../shared/research/driver-locking.md and
-//! mofed-core-observed.md:
+//! written from NVIDIA's open kernel modules 595.45.04 (`nv-p2p.c`, RM's
+//! `rm_p2p_*`) and MOFED's `drivers/infiniband/core/peer_mem.c` (OFED
+//! 25.10; 5.1-5.4-2 and <= 5.0 for the older cores), each rule with its
+//! source in tests/README.md's simulator sections:
 //! - the driver: one API lock taken by pin, map (in its middle: the table is
 //!   read before it and written after) and unpin, and held across the free
 //!   callback; the table and its mappings freed when the callback returns;
