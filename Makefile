@@ -156,11 +156,11 @@ bench: module tool
 	@[ "$(abspath $(BENCH_JSON))" = "$(CURDIR)/build/bench.json" ] || cp build/bench.json "$(BENCH_JSON)"
 	@echo "bench: JSON in $(BENCH_JSON)"
 
-# Where a registration's guest instructions go, per function (tests/README.md).
+# Where a registration's guest instructions go, per function (tests/bench/README.md).
 bench-profile: module tool
 	@scripts/in-chroot.sh sh -c '$(IN_ROOT_MAKE) $(PROFILE_ENV) bench-profile'
 
-# The stress suite's long run, outside make check (tests/README.md, "Stress suite").
+# The stress suite's long run, outside make check (tests/stress/README.md).
 stress-long: module tool
 	@scripts/in-chroot.sh sh -c 'STRESS_LONG_ENV="$(STRESS_LONG_ENV)" STRESS_SEED="$(STRESS_SEED)" STRESS_CONFIGS="$(STRESS_CONFIGS)" \
 		$(IN_ROOT_MAKE) stress-long'
@@ -232,7 +232,8 @@ stress-long: module sims
 	GUEST_EXTRA_KO="$(wildcard tests/sim/*.ko)" STRESS_LONG_ENV="$(STRESS_LONG_ENV)" tests/stress/long.sh
 endif
 
-# Debug guest kernel (KASAN, lockdep, kmemleak, fault injection), cached; see tests/README.md.
+# Debug guest kernel (KASAN, lockdep, kmemleak, fault injection), cached; see
+# tests/guest/README.md, "Debug kernel".
 .PHONY: debug-kernel check-debug
 debug-kernel:
 	@scripts/provision.sh
@@ -245,7 +246,7 @@ check-debug: debug-kernel $(if $(KDIR),,tool vendor-headers) $(if $(filter carri
 
 # make check's "debug" suite: the load test and the stress suite (01, 02, 51-55) on
 # the debug kernel, built first if not cached, at a scale that fits CI
-# (tests/README.md, "Stress suite"); make check-guest runs them at full scale
+# (tests/stress/README.md); make check-guest runs them at full scale
 # on Debian's kernel.
 # Three configurations (every core generation, with invalidation): 2,000
 # concurrent operations each, 500 random ones; the windows in the modern

@@ -15,7 +15,8 @@ kenv=$NVPM_CACHE/${NVPM_KERNEL_ENV:-kernel.env}
 . "$kenv"
 enter_private_namespace "$@"
 chroot_mount "$PWD"
-# The guest runner's and the test suites' knobs cross over (tests/README.md).
+# The guest runner's and the test suites' knobs cross over (tests/guest/README.md,
+# tests/stress/README.md).
 knobs=()
 while IFS= read -r v; do knobs+=("$v=${!v}"); done < <(compgen -e | grep -E '^(GUEST|STRESS)_' || true)
 in_chroot KREL="$KREL" KDIR="$KDIR_CHROOT" KMAKE_FLAGS="$KMAKE_FLAGS" DEBIAN_MODULES="${DEBIAN_MODULES#"$CHROOT"}" \

@@ -68,7 +68,7 @@ wait_debug_kernel() {
 }
 run_suite host tests/host/run.sh
 # Two guests side by side: 473 s of guests in one, 323 s in two
-# (tests/README.md, "Guests side by side").
+# (tests/guest/README.md, "Guests side by side").
 run_suite guest env GUEST_SHARDS=2 make --no-print-directory check-guest
 # NVIDIA's own module through the same scenarios (tests/anchor/run.sh).
 run_suite anchor make --no-print-directory check-anchor

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the anchor: NVIDIA's own, unmodified nvidia-peermem.c from Debian's
 # nvidia-open-kernel-source (trixie contrib), against the simulators, for the
-# `anchor` suite and `make bench` (tests/README.md, "The anchor").
+# `anchor` suite and `make bench` (tests/anchor/README.md).
 #
 # Runs inside the trixie root (repo at /src) after `make sims`. The package
 # comes from the archive the root's own apt sources name (scripts/lib.sh took

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Imports NVIDIA's nvidia-peermem from a clone of NVIDIA's
 # open-gpu-kernel-modules into the anchor's cache, for a release that
-# Debian does not package yet (make check-anchor ANCHOR_GIT=DIR; tests/README.md,
-# "The anchor"). Runs on the host, outside the root; fetches nothing.
+# Debian does not package yet (make check-anchor ANCHOR_GIT=DIR;
+# tests/anchor/README.md). Runs on the host, outside the root; fetches nothing.
 #
 # Usage: tests/anchor/from-git.sh GIT_DIR [REV]   (REV default HEAD)
 # Takes from REV the files tests/anchor/build.sh keeps of Debian's package

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The `anchor` suite (make check-anchor, part of make check): NVIDIA's own
 # nvidia-peermem (tests/anchor/build.sh) as the module under test, through
-# every scenario of what the RDMA core and the driver see (tests/README.md,
-# "The anchor"). Runs inside the trixie root (repo at /src) after `make sims`.
+# every scenario of what the RDMA core and the driver see
+# (tests/anchor/README.md). Runs inside the trixie root (repo at /src) after `make sims`.
 #
 # Each group of scenarios boots a guest of its own, bounded by GUEST_TIMEOUT,
 # so that a guest the anchor hangs or crashes spoils only its group: the

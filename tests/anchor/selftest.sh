@@ -1,6 +1,6 @@
 #!/bin/sh
 # The anchor suite's own machinery, checked before its guests boot
-# (tests/anchor/run.sh; tests/README.md, "The anchor"): tests/guest/lib.sh's
+# (tests/anchor/run.sh; tests/anchor/README.md): tests/guest/lib.sh's
 # verdict on the checks tests/anchor/anchor-expected lists, and how
 # client-lib.sh's load_stack passes the anchor's parameters. Runs the guest
 # libraries in busybox sh (the guest's shell) where there is one, with

@@ -1,4 +1,4 @@
-# The registration benchmark (`make bench`, tests/README.md "Benchmark"),
+# The registration benchmark (`make bench`, tests/bench/README.md),
 # run in the guest as a scenario of tests/bench.
 #
 # Up to four stacks one after the other in this guest, each the simulators

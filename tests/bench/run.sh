@@ -3,7 +3,7 @@
 # runs tests/bench/[0-9]*.sh in a QEMU guest (tests/guest/run.sh), then the
 # report (tests/bench/report.py): a table with the targets and the JSON rows.
 #
-# Env (all optional; tests/README.md "Benchmark"):
+# Env (all optional; tests/bench/README.md):
 #   BENCH_COSTS     cost_us settings to run, µs per nvidia_p2p_* call (default "0 20")
 #   BENCH_SIZES     buffer sizes (default "64K 2M 64M 1G")
 #   BENCH_LAYOUTS   GPU layouts (default "contiguous fragmented")

@@ -19,7 +19,7 @@ report() {
 # The anchor suite (tests/anchor/run.sh, ANCHOR=1) runs NVIDIA's own
 # nvidia-peermem as the module under test. /tests/anchor-expected
 # (ANCHOR_EXPECTED) lists the checks it fails because of a bug of its own
-# (tests/README.md, "The anchor"): "CHECK-GLOB BUG SIGNALS MESSAGE-REGEX" per
+# (tests/anchor/README.md): "CHECK-GLOB BUG SIGNALS MESSAGE-REGEX" per
 # line, and "signal NAME REGEX" lines. Such a check must fail, with a message
 # matching the regex, and one of its SIGNALS ('|'-separated names) must show:
 # a kernel log line after the latest mark (the anchor's, the driver's, a

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """Places a bug of BUGS in the module's code, runs the guest scenarios that
 must catch it (make check-guest, GUEST_OUT=build/guest-placed), prints the
-checks that failed, and puts the code back. tests/README.md ("Placed bugs in
-the guest") has the table this prints.
+checks that failed, and puts the code back. tests/guest/README.md ("Placed
+bugs in the guest") has the table this prints.
 
     flock /tmp/nvpm-heavy.lock tests/guest/placed-bugs.py [NAME...]
 

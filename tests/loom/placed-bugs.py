@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """Places each bug of BUGS in the shared client code (or the module's glue
 as the loom models mirror it), runs the loom models, reports which models
-fail and how fast, and puts the code back. tests/README.md ("Host suite:
-the protocol under loom") has the table this prints.
+fail and how fast, and puts the code back. tests/loom/README.md has the
+table this prints.
 
     tests/loom/placed-bugs.py [NAME...]     # all bugs, or those named
 

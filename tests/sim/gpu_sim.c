@@ -22,12 +22,12 @@
  * a check of this project's own (own.NAME), apart from the violations of the
  * driver's contract. Knobs (module parameters, 0644) select the page-table
  * ABI, persistent-API support, bad data and a per-call cost; failures are
- * injected through ctl. tests/README.md has the details.
+ * injected through ctl. tests/sim/README.md has the details.
  *
  * Locking, as NVIDIA's driver (595.45.04: kernel-open/nvidia/nv-p2p.c,
  * src/nvidia/arch/nvalloc/unix/src/osapi.c rm_p2p_*,
- * src/nvidia/src/kernel/gpu/bus/third_party_p2p.c; tests/README.md cites
- * each rule), outermost first:
+ * src/nvidia/src/kernel/gpu/bus/third_party_p2p.c; tests/sim/README.md
+ * cites each rule), outermost first:
  *   the API lock      RM's one driver-wide API lock (gsim_api_lock): taken
  *                     exclusively by get_pages, get_pages_persistent, the
  *                     middle of dma_map_pages (which reads the table before it
@@ -182,7 +182,7 @@ MODULE_PARM_DESC(cpu_cacheable, "Set NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE i
  * Pins are C2C addresses, CPU-cacheable; localized memory is refused
  * (-ENOTSUPP); dma_map_pages maps OS pages and hands back one address per
  * 64 KiB page, and skips the PCIe topology check; FORCE_BAR1 pins are BAR1
- * addresses that cannot be dma-mapped. tests/README.md cites the source.
+ * addresses that cannot be dma-mapped. tests/sim/README.md cites the source.
  */
 static bool coherent;
 module_param(coherent, bool, 0444);
@@ -309,7 +309,7 @@ static const char *const gsim_own_names[O_COUNT] = {
 	"put_wrong_va", "unknown_mapping", "put_null", "put_other_process",
 };
 
-/* What the driver does instead (595.45.04; tests/README.md cites each). */
+/* What the driver does instead (595.45.04; tests/sim/README.md cites each). */
 static const char *const gsim_driver_does[O_COUNT] = {
 	[O_PUT_WRONG_VA] = "the driver finds the pin by its table and ignores the address (p2p.c RmP2PPutPages): this put is the put",
 	[O_UNKNOWN_MAPPING] = "the driver finds no such mapping in the table's list and returns 0 (nv-p2p.c nvidia_p2p_dma_unmap_pages)",

@@ -10,7 +10,7 @@
  *
  * Locking, under the driver's real rules (NVIDIA's open kernel modules
  * 595.45.04: kernel-open/nvidia/nv-p2p.c, RM's rm_p2p_* in osapi.c; listed
- * with their sources in tests/README.md, "API semantics"): ctx->lock
+ * with their sources in tests/sim/README.md, "API semantics"): ctx->lock
  * protects a context's page table, mapping and state, and is never held
  * across a call into the driver. The free callback
  * runs under the driver's API lock, so it waits for nothing that needs that

@@ -1,6 +1,6 @@
 # Helpers for the stress scenarios (tests/guest/scenarios/5*-stress-*.sh),
 # installed in the guest as /tests/stress-lib.sh; sourced after lib.sh and
-# client-lib.sh. tests/README.md, "Stress suite".
+# client-lib.sh. tests/stress/README.md.
 # shellcheck shell=sh
 
 # The scale: GUEST_ENV words (make stress-long), written to /tests/env.

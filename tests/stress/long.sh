@@ -6,8 +6,8 @@
 # the configuration-independent scenarios. Ends with
 # "STRESS-LONG-SUMMARY N passed, N failed" and the total duration.
 #
-# Env: STRESS_LONG_ENV (KEY=VALUE words for the scenarios, see tests/README.md,
-# "Stress suite"), STRESS_SEED (default: the clock), STRESS_CONFIGS (default:
+# Env: STRESS_LONG_ENV (KEY=VALUE words for the scenarios, see
+# tests/stress/README.md), STRESS_SEED (default: the clock), STRESS_CONFIGS (default:
 # all), GUEST_TIMEOUT per boot (default 7200 s); the guest runner's.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

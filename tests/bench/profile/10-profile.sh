@@ -1,4 +1,4 @@
-# `make bench-profile` (tests/README.md, "Where the instructions go"), run
+# `make bench-profile` (tests/bench/README.md, "Where the instructions go"), run
 # in the guest: one boot per step, counted by the QEMU plugin tbcount.so.
 #
 # /tests/profile.env: PROFILE_STEP is "ksyms" (print the kernel's text

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-profile` inside the trixie root (repo at /src, after `make
 # module sims`): where a registration's guest instructions go, per function,
-# for a client and the bare provider of the same API (tests/README.md,
+# for a client and the bare provider of the same API (tests/bench/README.md,
 # "Where the instructions go").
 #
 # One guest boot per step, each counted from boot to power-off by the QEMU

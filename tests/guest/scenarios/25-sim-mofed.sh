@@ -1,7 +1,7 @@
 # The core simulator does what MOFED's peer-memory core does where a client
 # can see it (drivers/infiniband/core/peer_mem.c of DOCA-OFED 3.2.1, OFED
-# 25.10, github knneth/mlnx-ofa_kernel; tests/README.md, "The MOFED core
-# simulator", names the functions): its sg_table is zeroed whenever the
+# 25.10, github knneth/mlnx-ofa_kernel; tests/sim/README.md, "The MOFED
+# core simulator", names the functions): its sg_table is zeroed whenever the
 # umem is unmapped, trimmed SGEs (DMA address, DMA length and sg->length)
 # come back inside the invalidation, the deregistration's second step
 # leaves a window in which a forwarded invalidation still finds the umem,

@@ -1,5 +1,5 @@
 # Coherent platforms and the PCIe topology rule, as NVIDIA's 580-595 driver
-# behaves there (read in 595.45.04; tests/README.md cites each rule):
+# behaves there (read in 595.45.04; tests/sim/README.md cites each rule):
 # - a coherent GPU (GH200, GB200: the GPU simulator's coherent=1) pins C2C
 #   addresses, CPU-cacheable (page table 2.0 flags); dma_map_pages maps the
 #   OS pages of each 64 KiB page inside the driver and still hands back one

@@ -1,4 +1,4 @@
-# Stress, the catalogue of bad input (tests/README.md, "Bad input"): every
+# Stress, the catalogue of bad input (tests/stress/README.md, "Bad input"): every
 # row of the table there that names this scenario is asserted here. Each bad
 # input gets a defined errno or a clean decline and leaves nothing pinned,
 # mapped or registered. Ranges go through the modern core in both client

@@ -1,4 +1,4 @@
-# Stress, the windows of the driver's real locking (tests/README.md, "The
+# Stress, the windows of the driver's real locking (tests/sim/README.md, "The
 # GPU simulator: nvidia.ko", Locking): a cudaFree whose free callback runs,
 # under the driver's API lock, at each point where a revocable registration
 # meets the driver, one window at a time, in every MOFED generation:

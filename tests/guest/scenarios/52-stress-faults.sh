@@ -1,4 +1,4 @@
-# Stress, provider failures (tests/README.md, "Stress suite"): every
+# Stress, provider failures (tests/stress/README.md): every
 # nvidia_p2p_* call of a workload of registrations, a cudaFree and
 # deregistrations fails in turn (nvpm-tool stress faults), in every
 # configuration. A failed pin is a decline, a failed dma_map_pages reaches the

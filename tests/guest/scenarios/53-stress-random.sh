@@ -1,4 +1,4 @@
-# Stress, random sequences (tests/README.md, "Stress suite"): a seeded
+# Stress, random sequences (tests/stress/README.md): a seeded
 # sequence of alloc, free, reg (random ranges, flags, bad ranges), dereg and
 # cudaFree of registered buffers, with provider failures injected now and
 # then (nvpm-tool stress random --faults), checked against a model of the

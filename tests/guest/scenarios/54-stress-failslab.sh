@@ -1,4 +1,4 @@
-# Stress, allocation failures (tests/README.md, "Stress suite"): every memory
+# Stress, allocation failures (tests/stress/README.md): every memory
 # allocation made with nvidia_peermem's code on the stack fails in turn, at
 # registration, invalidation and deregistration in every configuration, and
 # at module load (nvpm-tool stress failslab: failslab and fail_page_alloc with

@@ -1,4 +1,4 @@
-# Stress, concurrency (tests/README.md, "Stress suite"): 8 threads register,
+# Stress, concurrency (tests/stress/README.md): 8 threads register,
 # deregister and free overlapping GPU buffers (nvpm-tool stress concurrent)
 # in every configuration. Registrations race cudaFree (invalidations),
 # deregistrations race invalidations. Nothing may be left pinned, mapped,

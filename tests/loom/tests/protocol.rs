@@ -7,7 +7,7 @@
 //! written from NVIDIA's open kernel modules 595.45.04 (`nv-p2p.c`, RM's
 //! `rm_p2p_*`) and MOFED's `drivers/infiniband/core/peer_mem.c` (OFED
 //! 25.10; 5.1-5.4-2 and <= 5.0 for the older cores), each rule with its
-//! source in tests/README.md's simulator sections:
+//! source in tests/sim/README.md:
 //! - the driver: one API lock taken by pin, map (in its middle: the table is
 //!   read before it and written after) and unpin, and held across the free
 //!   callback; the table and its mappings freed when the callback returns;
@@ -41,7 +41,7 @@
 //! is reached with one switch into the free and at most one back; four
 //! leave room for the free to land at any step of the registration and of
 //! the deregistration. Each model prints its own execution count. The
-//! placed bugs of tests/README.md ("Host suite: the protocol under loom")
+//! placed bugs of tests/loom/README.md
 //! are found within that bound.
 
 use std::sync::atomic::AtomicUsize as StdAtomicUsize;

@@ -3,7 +3,7 @@
 //! `nvpm-tool`: drives the GPU simulator (nvidia.ko) and the MOFED core
 //! simulator (mofed_peer_sim.ko) of tests/sim, so that guest test scenarios
 //! read as scenarios. Values go to stdout; failures to stderr with exit
-//! status 1 (2 for a bad command line). See tests/README.md.
+//! status 1 (2 for a bad command line). See tests/tool/README.md.
 
 mod cli;
 mod ctl;

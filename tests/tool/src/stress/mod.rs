@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
 //! `nvpm-tool stress ...`: the stress suite's load generators and checkers
-//! (tests/README.md, "Stress suite"). They drive the simulators' ctl files
+//! (tests/stress/README.md). They drive the simulators' ctl files
 //! directly, from one or many threads, and check what the simulators (the
 //! RDMA core and the driver) and, when the module has them, nvidia_peermem's
 //! statistics say against what must hold. NVIDIA's own module (the anchor
