@@ -1377,11 +1377,11 @@ static int msim_invalidate(void *reg_handle, u64 core_context)
 /*
  * Direct mode is a correct client of the driver's real rules (NVIDIA's open
  * kernel modules 595.45.04, nv-p2p.c and RM's rm_p2p_*; listed with their
- * sources in tests/sim/README.md, "API semantics"): its free callback takes no lock
- * that a thread inside a driver call may hold (so not mapping_lock, held
- * across dma_map_pages) and waits only for readers of the table (a table
- * check or a dma_unmap_pages, which need no API lock); after it, nothing
- * reads or unmaps the table.
+ * sources in tests/sim/README.md, "API semantics"): its free callback takes
+ * no lock that a thread inside a driver call may hold (so not mapping_lock,
+ * held across dma_map_pages) and waits only for readers of the table (a
+ * table check or a dma_unmap_pages, which need no API lock); after it,
+ * nothing reads or unmaps the table.
  */
 
 /* Becomes a reader of @mr's table unless the callback came; false then. */

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * A QEMU TCG plugin for `make bench-profile` (tests/bench/README.md): counts how
- * often each translation block runs and writes, at exit, one line per block
- * of kernel code that ran: "VADDR INSNS EXECS" (hex, decimal, decimal).
+ * A QEMU TCG plugin for `make bench-profile` (tests/bench/README.md): counts
+ * how often each translation block runs and writes, at exit, one line per
+ * block of kernel code that ran: "VADDR INSNS EXECS" (hex, decimal, decimal).
  * Guest instructions per symbol are then INSNS x EXECS summed by address.
  *
  * Built against the few entry points it uses of QEMU's plugin API (declared
