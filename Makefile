@@ -70,8 +70,10 @@ NVPM_RUST ?= auto
 NVPM_RUST_MODE := $(if $(KDIR),$(or $(shell RUSTC=$(or $(NVPM_RUSTC),rustc) kbuild/rust-mode.sh $(KDIR) $(NVPM_RUST)),error))
 NVPM_CARRIED_SRC ?= $(firstword $(wildcard $(CURDIR)/carried-src) $(CURDIR)/build/carried-src)
 
+# Carried mode's bindgen: kbuild/rust-toolchain.sh --bindgen says which.
+NVPM_BINDGEN ?= $(if $(filter carried,$(NVPM_RUST_MODE)),$(shell kbuild/rust-toolchain.sh --bindgen))
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST_MODE) \
-	$(if $(filter carried,$(NVPM_RUST_MODE)),NVPM_CARRIED_SRC=$(NVPM_CARRIED_SRC)) \
+	$(if $(filter carried,$(NVPM_RUST_MODE)),NVPM_CARRIED_SRC=$(NVPM_CARRIED_SRC) NVPM_BINDGEN=$(NVPM_BINDGEN)) \
 	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
 	PEER_MEM_H=$(if $(PEER_MEM_H),$(abspath $(PEER_MEM_H)))
 # Whether KDIR's kernel checks the CRCs of imported symbols.
@@ -176,7 +178,7 @@ module: build/abi.symvers
 			"run kbuild/carried-source.sh $(NVPM_CARRIED_SRC) (a git checkout) or use the release tarball" >&2; \
 		if grep -qs '^CONFIG_RUST=y' $(KDIR_CONFIG); then echo "nvidia_peermem: or, for kernel mode," \
 			"give $(KDIR) the kernel's compiled crates: scripts/rust-headers.sh $(KREL) $(KDIR)" >&2; fi; exit 1; }
-	@test "$(NVPM_RUST_MODE)" != carried || RUSTC=$(or $(NVPM_RUSTC),rustc) kbuild/rust-toolchain.sh || exit 1
+	@test "$(NVPM_RUST_MODE)" != carried || RUSTC=$(or $(NVPM_RUSTC),rustc) BINDGEN=$(NVPM_BINDGEN) kbuild/rust-toolchain.sh || exit 1
 	@echo "nvidia_peermem: nv-p2p.h from $(or $(NV_P2P_H),src/ffi), peer_mem.h from $(or $(PEER_MEM_H),src/ffi)"
 	$(if $(KDIR_LLVM),@echo "nvidia_peermem: $(KDIR) was built with clang $(KDIR_CLANG_MAJOR): $(KDIR_LLVM)")
 	@# A CONFIG_MODVERSIONS kernel refuses the stub's CRCs of 0 ("disagrees

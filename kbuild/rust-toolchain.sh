@@ -7,12 +7,13 @@
 # list of what is missing. The minima are kbuild/carried.pin's
 # (carried-source.sh holds them to the pinned sources' min-tool-version.sh).
 #
-# Usage: rust-toolchain.sh
-# Env: RUSTC, BINDGEN (default rustc, bindgen); OS_RELEASE (default /etc/os-release).
+# Usage: rust-toolchain.sh            check
+#        rust-toolchain.sh --bindgen  print the bindgen carried mode runs
+# Env: RUSTC (default rustc), BINDGEN (default: below); OS_RELEASE (default
+# /etc/os-release).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 rustc=${RUSTC:-rustc}
-bindgen=${BINDGEN:-bindgen}
 
 # version_ge A B: A >= B for dotted versions.
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
@@ -23,6 +24,25 @@ rustc_min=${CARRIED_RUSTC_MIN:-} bindgen_min=${CARRIED_BINDGEN_MIN:-}
 if [ -z "$rustc_min" ] || [ -z "$bindgen_min" ]; then
 	echo "rust-toolchain: $top/kbuild/carried.pin names no CARRIED_RUSTC_MIN or CARRIED_BINDGEN_MIN" >&2
 	exit 1
+fi
+
+# The bindgen: BINDGEN if set, else the first new enough of bindgen on
+# PATH and where `cargo install` puts it (/usr/local/bin with --root
+# /usr/local, root's ~/.cargo/bin), else bindgen. Where no distribution
+# package is new enough (Debian 12 and 11, RHEL), bindgen comes from cargo,
+# and DKMS run from apt does not see it on PATH: apt runs maintainer scripts
+# with PATH=/usr/sbin:/usr/bin:/sbin:/bin (its DPkg::Path).
+bindgen=${BINDGEN:-}
+if [ -z "$bindgen" ]; then
+	for b in bindgen /usr/local/bin/bindgen "${HOME:-/root}/.cargo/bin/bindgen" /root/.cargo/bin/bindgen; do
+		v=$("$b" --version 2>/dev/null | awk '{print $2}')
+		if [ -n "$v" ] && version_ge "$v" "$bindgen_min"; then bindgen=$b; break; fi
+	done
+	bindgen=${bindgen:-bindgen}
+fi
+if [ "${1:-}" = --bindgen ]; then
+	echo "$bindgen"
+	exit 0
 fi
 
 missing=

@@ -94,6 +94,17 @@ check toolchain-no-rustc 1 'needs: rustc>=1\.85\.0' \
 	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/os-release" kbuild/rust-toolchain.sh
 check toolchain-no-os-release 1 'on this system install: rustc >= 1\.85\.0 with its rust-src, bindgen >= 0\.71\.1, libclang' \
 	env RUSTC=/nonexistent BINDGEN=/nonexistent OS_RELEASE="$tmp/none" kbuild/rust-toolchain.sh
+# bindgen from cargo, where apt's PATH for DKMS (/usr/sbin:/usr/bin:/sbin:/bin)
+# does not reach: found past an older one on PATH; one on PATH new enough
+# comes first.
+mkdir -p "$tmp/old" "$tmp/home/.cargo/bin"
+printf '#!/bin/sh\necho "bindgen 0.60.1"\n' >"$tmp/old/bindgen"
+printf '#!/bin/sh\necho "bindgen 0.71.1"\n' >"$tmp/home/.cargo/bin/bindgen"
+chmod +x "$tmp/old/bindgen" "$tmp/home/.cargo/bin/bindgen"
+check toolchain-bindgen-from-cargo 0 "^(/usr/local/bin/bindgen|$tmp/home/\.cargo/bin/bindgen)\$" \
+	env PATH="$tmp/old:/usr/bin:/bin" HOME="$tmp/home" kbuild/rust-toolchain.sh --bindgen
+check toolchain-bindgen-path-first 0 '^bindgen$' \
+	env PATH="$tmp/home/.cargo/bin:/usr/bin:/bin" HOME="$tmp/home" kbuild/rust-toolchain.sh --bindgen
 
 # The kernel's release: DKMS's KERNELRELEASE, else the tree's utsrelease.h,
 # which Debian 12's headers disagree with `make kernelrelease` about.
