@@ -31,6 +31,12 @@ apt_uri() { # $1 = last path component to match: "debian" or "debian-security"
 # backports; $2 = debootstrap's log, $3 = the progress line to show, $4 =
 # debootstrap's --arch=ARCH for another architecture (run through qemu-user).
 debootstrap_trixie() { # $1 = dir, $2 = log file, $3 = message[, $4 = --arch=ARCH]
+	debootstrap_debian trixie main "$@"
+	echo "deb $(apt_uri debian) trixie-backports main" >>"$1/etc/apt/sources.list"
+}
+
+# A Debian root of SUITE with COMPONENTS, its updates and security suites.
+debootstrap_debian() { # $1 = suite, $2 = components, $3 = dir, $4 = log file, $5 = message[, $6 = --arch=ARCH]
 	local mirror security
 	mirror=$(apt_uri debian) || die "no Debian archive URI in /etc/apt/sources*"
 	security=$(apt_uri debian-security) || security=""
@@ -39,16 +45,15 @@ debootstrap_trixie() { # $1 = dir, $2 = log file, $3 = message[, $4 = --arch=ARC
 		apt-get -o DPkg::Lock::Timeout=900 update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq debootstrap >/dev/null
 	fi
-	log "$3"
-	debootstrap --variant=minbase --include=ca-certificates ${4:+"$4"} trixie "$1" "$mirror" >"$2" 2>&1 ||
-		die "debootstrap failed, see $2"
+	log "$5"
+	debootstrap --variant=minbase --include=ca-certificates ${6:+"$6"} "$1" "$3" "$mirror" >"$4" 2>&1 ||
+		die "debootstrap failed, see $4"
 	{
-		echo "deb $mirror trixie main"
-		echo "deb $mirror trixie-updates main"
-		[ -n "$security" ] && echo "deb $security trixie-security main"
-		echo "deb $mirror trixie-backports main"
-	} >"$1/etc/apt/sources.list"
-	cp /etc/resolv.conf "$1/etc/resolv.conf"
+		echo "deb $mirror $1 $2"
+		echo "deb $mirror $1-updates $2"
+		[ -n "$security" ] && echo "deb $security $1-security $2"
+	} >"$3/etc/apt/sources.list"
+	cp /etc/resolv.conf "$3/etc/resolv.conf"
 }
 
 # Re-executes the calling script in a private mount namespace, so that the

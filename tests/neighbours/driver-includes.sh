@@ -33,11 +33,13 @@ cp -a "$src" "$work/src"
 make -s -C "$build" M="$work/src" ARCH=$arch NV_KERNEL_SOURCES="$sources" NV_KERNEL_OUTPUT="$build" \
 	NV_KERNEL_MODULES=nvidia nvidia/nv-p2p.o >"$work/build.log" 2>&1 ||
 	{ tail -n 20 "$work/build.log" >&2; echo "driver-includes: the driver's nv-p2p.o did not build for $krel" >&2; exit 1; }
-cmd=$(sed -n 's/^savedcmd_[^ ]* := //p' "$work/src/nvidia/.nv-p2p.o.cmd")
+# The command line kbuild saved: savedcmd_ (newer kernels) or cmd_ (6.1).
+cmd=$(sed -n 's/^\(saved\)\{0,1\}cmd_[^ ]* := //p' "$work/src/nvidia/.nv-p2p.o.cmd")
 [ -n "$cmd" ] || { echo "driver-includes: no compiler command in .nv-p2p.o.cmd" >&2; exit 1; }
-cmd=$(printf '%s\n' "$cmd" | sed 's/ -o [^ ]*//; s/-Wp,-MMD,[^ ]*//')
+# The compiler's command only: 6.1 appends objtool's after a ';'.
+cmd=$(printf '%s\n' "$cmd" | sed 's/;.*//; s/ -o [^ ]*//; s/-Wp,-MMD,[^ ]*//')
 (cd "$build" && eval "$cmd -H -fsyntax-only") 2>"$work/tree" ||
-	{ echo "driver-includes: the compiler's -H pass failed" >&2; exit 1; }
+	{ grep -v '^\.' "$work/tree" | tail -n 10 >&2; echo "driver-includes: the compiler's -H pass failed" >&2; exit 1; }
 # Kernel headers are those under the headers' trees, or relative to the
 # build directory (./arch/..., generated); their -I roots come off.
 awk -v c="$work/src/nvidia/nv-p2p.c" '
