@@ -82,6 +82,37 @@ quiet_cmd_nvpm_rustflags = GEN     $@
 $(nvpm_cr)/rustflags: FORCE
 	$(call if_changed,nvpm_rustflags)
 
+# --- what this kernel has, by compile tests -----------------------------------
+# kbuild/carried/conftest.sh compiles a test of each kernel API that
+# kbuild/carried/compat.h, helpers.c and the errname redirect below supply
+# where the kernel lacks it, with the compiler and the flags Kbuild gives
+# this module's C code (less its dependency file: the script writes one of
+# the headers its tests read), and reads exports from the kernel's
+# Module.symvers. Tests, not LINUX_VERSION_CODE: vendor kernels (RHEL,
+# Ubuntu) backport APIs without changing the version, and NVIDIA's own
+# conftest.sh decides its driver's interfaces the same way. Cached as the
+# other outputs are: run again when the flags, the script or a header its
+# tests read changes.
+nvpm_cr_conftest_flags = $(filter-out -Wp$(comma)-MMD$(comma)% -Wp$(comma)-MD$(comma)%,$(c_flags))
+quiet_cmd_nvpm_conftest = CONFTEST $@
+      cmd_nvpm_conftest = mkdir -p $(@D); $(CONFIG_SHELL) $(src)/kbuild/carried/conftest.sh \
+	$@ $(depfile) $(objtree)/Module.symvers $(CC) $(nvpm_cr_conftest_flags)
+$(nvpm_cr)/conftest.h: $(src)/kbuild/carried/conftest.sh FORCE
+	$(call if_changed_dep,nvpm_conftest)
+
+# nvpm_cr_have API: y where conftest.h says this kernel has NVPM_HAVE_<API>.
+nvpm_cr_have = $(shell grep -qsx '.define NVPM_HAVE_$(1) 1' $(nvpm_cr)/conftest.h && echo y)
+# compat.h, first in what bindgen and the compiler read of the helpers; it
+# includes conftest.h by the name given here.
+nvpm_cr_compat = -DNVPM_CONFTEST_H='"$(nvpm_cr_abs)/conftest.h"' -include $(abspath $(src))/kbuild/carried/compat.h
+
+# compat.h as this kernel's preprocessor reads it, with the tests' results:
+# built only when asked for (tests/kbuild-checks.sh, `make -C KDIR M=...
+# build/carried/compat.i`).
+CFLAGS_build/carried/compat.o = -DNVPM_CONFTEST_H='"$(nvpm_cr_abs)/conftest.h"'
+$(nvpm_cr)/compat.i: $(src)/kbuild/carried/compat.h $(nvpm_cr)/conftest.h FORCE
+	$(call if_changed_dep,cpp_i_c)
+
 nvpm_cr_cfg := @$(nvpm_cr_abs)/rustc_cfg
 # Target crates: the pinned crates are not ours to lint.
 nvpm_cr_tflags = $(NVPM_CARRIED_RUSTFLAGS) $(nvpm_cr_cfg) -Awarnings \
@@ -99,10 +130,12 @@ nvpm_cr_depfix = ; sed -i '/^$(nvpm_hash)/d' $(depfile)
 # the kernel's rust_fmt_argument, which has none without CONFIG_RUST and
 # with it reads the struct as the kernel's rustc laid it out, not as the
 # carried core did (another rustc: an oops); nvpm_carried_printk formats
-# with the carried crate's own. errname is exported from 6.12 on (before
-# it, nvpm_carried_errname names no error: the numbers are printed).
-nvpm_cr_redirect := _printk=nvpm_carried_printk \
-	$(if $(shell [ $$(($(VERSION) * 100 + $(PATCHLEVEL))) -lt 612 ] && echo y),errname=nvpm_carried_errname)
+# with the carried crate's own. errname, where the kernel does not export
+# it (NVPM_HAVE_ERRNAME, conftest.h below; upstream exports it from 6.7 on),
+# goes to nvpm_carried_errname, which names no error: numbers are printed.
+# Read when the objects are built, after conftest.h (core.o, on which every
+# crate depends, and the module's object, which depends on the kernel crate).
+nvpm_cr_redirect = _printk=nvpm_carried_printk $(if $(call nvpm_cr_have,ERRNAME),,errname=nvpm_carried_errname)
 nvpm_cr_redirect_syms = $(if $(strip $(nvpm_cr_redirect)),; $(OBJCOPY) $(addprefix --redefine-sym ,$(nvpm_cr_redirect)) $@)
 # objtool on the object: 6.1's cmd_objtool starts with its own "; ",
 # 5.10's is a command of its own.
@@ -183,7 +216,7 @@ $(nvpm_cr)/core.o: private nvpm-flags = --edition=$(if $(call nvpm_rustc_min,108
 $(nvpm_cr)/core.o: private nvpm-post = ; $(OBJCOPY) \
 	$(foreach s,$(nvpm_redirect_intrinsics),--redefine-sym $(s)=__rust$(s)) $@
 $(nvpm_cr)/core.o: $(nvpm_rust_lib_src)/core/src/lib.rs $(addprefix $(nvpm_cr)/,$(nvpm_cr_target)) $(nvpm_cr)/rustc_cfg \
-	$(nvpm_cr)/rustflags FORCE
+	$(nvpm_cr)/rustflags $(nvpm_cr)/conftest.h FORCE
 	$(call if_changed_dep,nvpm_cr_lib)
 
 nvpm_cr_base = --edition=2021 --extern core=$(nvpm_cr_abs)/libcore.rmeta
@@ -235,20 +268,20 @@ $(nvpm_cr)/rust/bindings/bindings_generated.rs: private nvpm-bindgen-flags = $(n
 # which bindgen skips: the bindings then read the plain declarations.
 nvpm_cr_nofortify := $(if $(shell grep -qs __overloadable $(srctree)/include/linux/fortify-string.h && echo y),,-D__NO_FORTIFY)
 $(nvpm_cr)/rust/bindings/bindings_generated.rs: private nvpm-bindgen-cflags = -I$(nvpm_cr_src)/bindings \
-	-include $(src)/kbuild/carried/compat.h $(nvpm_cr_nofortify)
+	$(nvpm_cr_compat) $(nvpm_cr_nofortify)
 $(nvpm_cr)/rust/bindings/bindings_generated.rs: private nvpm-post = ; \
 	sed -Ei 's/pub const RUST_CONST_HELPER_([a-zA-Z0-9_]*)/pub const \1/g' $@
-$(nvpm_cr)/rust/bindings/bindings_generated.rs: $(src)/kbuild/carried/bindings_helper.h FORCE
+$(nvpm_cr)/rust/bindings/bindings_generated.rs: $(src)/kbuild/carried/bindings_helper.h $(nvpm_cr)/conftest.h FORCE
 	$(call if_changed_dep,nvpm_cr_bindgen)
 
 $(nvpm_cr)/rust/bindings/bindings_helpers_generated.rs: private nvpm-bindgen-flags = \
 	--blocklist-type '.*' --allowlist-var '' --allowlist-function 'rust_helper_.*'
 $(nvpm_cr)/rust/bindings/bindings_helpers_generated.rs: private nvpm-bindgen-cflags = \
-	-I$(nvpm_cr_src)/helpers -include $(src)/kbuild/carried/compat.h \
+	-I$(nvpm_cr_src)/helpers $(nvpm_cr_compat) \
 	-Wno-missing-prototypes -Wno-missing-declarations
 $(nvpm_cr)/rust/bindings/bindings_helpers_generated.rs: private nvpm-post = ; \
 	sed -Ei 's/pub fn rust_helper_([a-zA-Z0-9_]*)/\#[link_name="rust_helper_\1"]\n    pub fn \1/g' $@
-$(nvpm_cr)/rust/bindings/bindings_helpers_generated.rs: $(src)/kbuild/carried/helpers.c FORCE
+$(nvpm_cr)/rust/bindings/bindings_helpers_generated.rs: $(src)/kbuild/carried/helpers.c $(nvpm_cr)/conftest.h FORCE
 	$(call if_changed_dep,nvpm_cr_bindgen)
 
 nvpm_cr_ffi_pin = $(nvpm_cr_leaf) --extern ffi=$(nvpm_cr_abs)/libffi.rmeta \
@@ -288,14 +321,14 @@ $(nvpm_cr)/kernel.o: $(nvpm_cr)/src/kernel/lib.rs $(nvpm_cr)/build_error.o $(nvp
 	$(call if_changed_dep,nvpm_cr_lib)
 
 # --- the kernel crate's C helpers, compiled against this kernel's headers ----
-$(nvpm_cr)/helpers.o: $(src)/kbuild/carried/helpers.c FORCE
+$(nvpm_cr)/helpers.o: $(src)/kbuild/carried/helpers.c $(nvpm_cr)/conftest.h FORCE
 	$(call if_changed_rule,cc_o_c)
 CFLAGS_REMOVE_build/carried/helpers.o = -Wmissing-prototypes -Wmissing-declarations
-CFLAGS_build/carried/helpers.o = -I$(nvpm_cr_src)/helpers -include $(abspath $(src))/kbuild/carried/compat.h
+CFLAGS_build/carried/helpers.o = -I$(nvpm_cr_src)/helpers $(nvpm_cr_compat)
 
 nvpm_cr_objs := core.o compiler_builtins.o ffi.o build_error.o zerocopy.o pin_init.o \
 	bindings.o kernel.o helpers.o
-targets += $(addprefix build/carried/,$(nvpm_cr_objs) rustc_cfg $(nvpm_cr_target) rustflags \
+targets += $(addprefix build/carried/,$(nvpm_cr_objs) rustc_cfg $(nvpm_cr_target) rustflags conftest.h compat.i \
 	libproc_macro2.rlib libquote.rlib libsyn.rlib libmacros.$(nvpm_procmacro_ext) \
 	libpin_init_internal.$(nvpm_procmacro_ext) libzerocopy_derive.$(nvpm_procmacro_ext) \
 	rust/bindings/bindings_generated.rs rust/bindings/bindings_helpers_generated.rs) $(patsubst $(nvpm_cr)/%,build/carried/%,$(nvpm_cr_arch_rs))

@@ -4,6 +4,9 @@
 # kbuild-checks.sh: the build's choice of Rust mode and its refusals, on a
 # kernel without Rust and one with it (part of tests/kernels.sh). Each bad
 # input must stop with a message that says what is wrong, and change nothing.
+# Then carried mode's compile tests of kernel APIs on Debian 11's 5.10
+# headers (from the cache, in the trixie root), as they are and with APIs
+# backported.
 # Usage: kbuild-checks.sh NO_RUST_KDIR RUST_KDIR    (host paths)
 # Ends with KBUILD-SUMMARY.
 set -uo pipefail
@@ -118,6 +121,85 @@ check release-dkms 0 ' /lib/modules/9\.9-dkms/extra/' make -n --no-print-directo
 check build-no-carried-src 2 'carried mode needs the pinned Rust sources in /nonexistent' \
 	make --no-print-directory KDIR="$norust" NVPM_CARRIED_SRC=/nonexistent module
 check build-bad-mode 2 'NVPM_RUST=cargo cannot build' make --no-print-directory KDIR="$norust" NVPM_RUST=cargo module
+
+# Carried mode's kernel APIs by compile test (kbuild/carried/conftest.sh),
+# not by version: on Debian 11's 5.10 headers, which have none of them,
+# and on a copy of those with three backported under the same
+# LINUX_VERSION_CODE, as vendor kernels backport them (atomic_add_negative's
+# orderings in linux/atomic.h and kmap_local_page in linux/highmem.h, as
+# upstream has them; errname exported in its Module.symvers). kbuild
+# preprocesses compat.h with the results for each (build/carried/compat.i)
+# in a module tree of its own, in the trixie root (tests/kernels.sh
+# provisioned 5.10 before this runs).
+cache=${NVPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs}
+old='' chroot='' kdir_chroot=''
+# shellcheck source=/dev/null disable=SC2153 # the env file's variables
+[ -r "$cache/kernel-5.10.env" ] && read -r old chroot kdir_chroot < <(. "$cache/kernel-5.10.env" &&
+	echo "$KDIR_HOST $CHROOT $KDIR_CHROOT")
+if [ -n "$old" ] && [ -d "$old" ]; then
+	ctmp=$(mktemp -d "$PWD/build/kbuild-checks.XXXXXX")
+	trap 'rm -rf "$tmp" "$ctmp"' EXIT
+	# The headers copied: Debian's flavour tree, and the common tree its
+	# Makefile includes; their relative links (scripts, tools) made absolute.
+	common=$(sed -n 's/^include \(.*\)\/Makefile$/\1/p' "$old/Makefile")
+	cp -a "$old" "$ctmp/kdir"
+	if [ -n "$common" ]; then
+		cp -a "$chroot$common" "$ctmp/common"
+		echo "include /src${ctmp#"$PWD"}/common/Makefile" >"$ctmp/kdir/Makefile"
+	fi
+	for link in "$ctmp"/kdir/* "$ctmp"/common/*; do
+		[ -L "$link" ] || continue
+		orig=$(case $link in "$ctmp"/kdir/*) echo "$old" ;; *) echo "$chroot$common" ;; esac)/${link##*/}
+		ln -sfn "$(readlink -f "$orig" | sed "s|^$chroot||")" "$link"
+	done
+	# insert_before FILE LINE: stdin goes into FILE before the line equal to LINE.
+	insert_before() {
+		awk -v line="$2" -v text="$(cat)" '$0 == line { print text } { print }' "$1" >"$1.new" && mv "$1.new" "$1"
+	}
+	insert_before "$ctmp/common/include/linux/atomic.h" '#endif /* _LINUX_ATOMIC_H */' <<'EOF'
+#define NVPM_TEST_BACKPORT(t, a, o) \
+static __always_inline bool a##_add_negative_##o(t i, a##_t *v) { return a##_add_negative(i, v); }
+NVPM_TEST_BACKPORT(int, atomic, acquire)
+NVPM_TEST_BACKPORT(int, atomic, release)
+NVPM_TEST_BACKPORT(int, atomic, relaxed)
+NVPM_TEST_BACKPORT(s64, atomic64, acquire)
+NVPM_TEST_BACKPORT(s64, atomic64, release)
+NVPM_TEST_BACKPORT(s64, atomic64, relaxed)
+EOF
+	insert_before "$ctmp/common/include/linux/highmem.h" '#endif /* _LINUX_HIGHMEM_H */' <<'EOF'
+static inline void *kmap_local_page(struct page *page) { return kmap_atomic(page); }
+#define kunmap_local(addr) kunmap_atomic(addr)
+EOF
+	printf '0x00000000\terrname\tvmlinux\tEXPORT_SYMBOL\t\n' >>"$ctmp/kdir/Module.symvers"
+	# conftest NAME KDIR: compat.i for the tree KDIR (a path in the root)
+	# in a module tree of its own; prints conftest.h's lines on one line.
+	conftest() {
+		mkdir -p "$ctmp/$1" && cp -r Kbuild VERSION kbuild "$ctmp/$1/" || return
+		# shellcheck disable=SC2016 # expanded inside the root
+		NVPM_KERNEL_ENV=kernel-5.10.env scripts/in-chroot.sh sh -c 'make --no-print-directory -C "$1" $KMAKE_FLAGS \
+			M="$2" NVPM_RUST_MODE=carried NVPM_CARRIED_SRC=/src/build/carried-src build/carried/compat.i' \
+			sh "$2" "/src${ctmp#"$PWD"}/$1" >"$ctmp/$1.log" 2>&1 || { cat "$ctmp/$1.log"; return 1; }
+		tr '\n' ' ' <"$ctmp/$1/build/carried/conftest.h"
+	}
+	check conftest-5.10 0 '^#undef NVPM_HAVE_ATOMIC_ADD_NEGATIVE_ORDERED #undef NVPM_HAVE_KMAP_LOCAL_PAGE #undef NVPM_HAVE__PRINTK #undef NVPM_HAVE_ERRNAME $' \
+		conftest stock "$kdir_chroot"
+	check conftest-5.10-backported 0 '^#define NVPM_HAVE_ATOMIC_ADD_NEGATIVE_ORDERED 1 #define NVPM_HAVE_KMAP_LOCAL_PAGE 1 #undef NVPM_HAVE__PRINTK #define NVPM_HAVE_ERRNAME 1 $' \
+		conftest backported "/src${ctmp#"$PWD"}/kdir"
+	check conftest-5.10-backported-version 0 '^#define LINUX_VERSION_CODE 330[0-9]{3}$' \
+		grep -h LINUX_VERSION_CODE "$ctmp/kdir/include/generated/uapi/linux/version.h"
+	# compat.h with them: its own errname and _printk on 5.10; the kernel's
+	# errname, its own _printk on the copy.
+	check conftest-5.10-compat-errname 0 '' grep -q nvpm_carried_errname "$ctmp/stock/build/carried/compat.i"
+	check conftest-5.10-compat-printk 0 '' grep -qx 'int _printk(const char \*fmt, \.\.\.);' "$ctmp/stock/build/carried/compat.i"
+	check conftest-5.10-backported-compat-errname 1 '^0$' grep -c nvpm_carried_errname "$ctmp/backported/build/carried/compat.i"
+	check conftest-5.10-backported-compat-printk 0 '' grep -qx 'int _printk(const char \*fmt, \.\.\.);' "$ctmp/backported/build/carried/compat.i"
+else
+	echo "SKIP kbuild/conftest-*: Debian 11's 5.10 is not provisioned (scripts/provision-carried.sh 5.10)"
+fi
+# A compiler that cannot run is said to be the fault, and nothing written.
+check conftest-no-compiler 1 "the compiler cannot build against this kernel's headers" \
+	sh kbuild/carried/conftest.sh "$tmp/conftest.h" "$tmp/.conftest.h.d" /dev/null "$tmp/no-cc" -I"$norust/include"
+check conftest-no-compiler-nothing-written 1 '' test -e "$tmp/conftest.h"
 
 echo "KBUILD-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -4,11 +4,21 @@
  * differently, each defined only where the kernel does not have it. Included
  * first (-include) by bindgen for the bindings and the helpers, and by the
  * compiler for the helpers.
+ *
+ * Where the kernel's own header cannot tell (a function, not a macro), the
+ * build's compile tests do: kbuild/carried/conftest.sh writes
+ * NVPM_HAVE_<API> to build/carried/conftest.h, named by NVPM_CONFTEST_H
+ * (kbuild/carried.mk). Not LINUX_VERSION_CODE: vendor kernels backport
+ * APIs without changing it.
  */
 #ifndef NVPM_CARRIED_COMPAT_H
 #define NVPM_CARRIED_COMPAT_H
 
-#include <linux/version.h>
+#ifndef NVPM_CONFTEST_H
+#error "compat.h needs NVPM_CONFTEST_H, the compile tests' results"
+#endif
+#include NVPM_CONFTEST_H
+
 #include <linux/errno.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
@@ -118,10 +128,11 @@ static inline int spin_trylock_irq_disable(spinlock_t *lock)
 #endif
 
 /*
- * atomic_add_negative with an ordering (6.3): the fully ordered one is a
- * valid implementation of each weaker ordering.
+ * atomic_add_negative with an ordering (6.4;
+ * NVPM_HAVE_ATOMIC_ADD_NEGATIVE_ORDERED): the fully ordered one is a valid
+ * implementation of each weaker ordering.
  */
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+#ifndef NVPM_HAVE_ATOMIC_ADD_NEGATIVE_ORDERED
 #define atomic_add_negative_acquire atomic_add_negative
 #define atomic_add_negative_release atomic_add_negative
 #define atomic_add_negative_relaxed atomic_add_negative
@@ -149,22 +160,22 @@ static inline int spin_trylock_irq_disable(spinlock_t *lock)
 #endif
 
 /*
- * kmap_local_page (5.11): before it, kmap_atomic, which also disables
- * preemption and page faults until the unmap; the kernel crate maps a page
- * only to copy from or to it. Without HIGHMEM (x86_64) both are the page's
- * address in the direct map.
+ * kmap_local_page (5.11; NVPM_HAVE_KMAP_LOCAL_PAGE): without it, kmap_atomic,
+ * which also disables preemption and page faults until the unmap; the
+ * kernel crate maps a page only to copy from or to it. Without HIGHMEM
+ * (x86_64) both are the page's address in the direct map.
  */
-#if LINUX_VERSION_CODE < KERNEL_VERSION(5, 11, 0)
+#ifndef NVPM_HAVE_KMAP_LOCAL_PAGE
 #define kmap_local_page(page) kmap_atomic(page)
 #define kunmap_local(addr) kunmap_atomic((void *)(addr))
 #endif
 
 /*
- * printk is _printk from 5.15 on. The kernel crate calls _printk, and the
- * carried objects' calls go to nvpm_carried_printk (carried.mk): declared
- * only so that the bindings have it.
+ * printk is _printk from 5.15 on (NVPM_HAVE__PRINTK). The kernel crate calls
+ * _printk, and the carried objects' calls go to nvpm_carried_printk
+ * (carried.mk): declared only so that the bindings have it.
  */
-#if LINUX_VERSION_CODE < KERNEL_VERSION(5, 15, 0)
+#ifndef NVPM_HAVE__PRINTK
 int _printk(const char *fmt, ...);
 #endif
 
@@ -179,11 +190,12 @@ int _printk(const char *fmt, ...);
 #endif
 
 /*
- * errname is exported from 6.12 on. Before, the C helpers call
- * nvpm_carried_errname (helpers.c), and so do the Rust objects (carried.mk
- * redirects their calls); the bindings keep the kernel's name.
+ * errname is exported from 6.7 on (NVPM_HAVE_ERRNAME: declared, and
+ * exported in the kernel's Module.symvers). Where it is not, the C helpers
+ * call nvpm_carried_errname (helpers.c), and so do the Rust objects
+ * (carried.mk redirects their calls); the bindings keep the kernel's name.
  */
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0) && !defined(__BINDGEN__)
+#if !defined(NVPM_HAVE_ERRNAME) && !defined(__BINDGEN__)
 #include <linux/errname.h>
 #define errname nvpm_carried_errname
 const char *nvpm_carried_errname(int err);

@@ -38,8 +38,8 @@ DEFINE_PER_CPU(unsigned long, nvpm_irq_disable_count);
 DEFINE_PER_CPU(unsigned long, nvpm_irq_disable_flags);
 #endif
 
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0)
-/* errname is not exported before 6.12: the Rust side prints the number. */
+#ifndef NVPM_HAVE_ERRNAME
+/* errname is not exported (compat.h): the Rust side prints the number. */
 const char *nvpm_carried_errname(int err)
 {
 	return NULL;
