@@ -189,6 +189,55 @@ module_param(coherent, bool, 0444);
 MODULE_PARM_DESC(coherent, "A coherent (C2C) GPU, as GH200/GB200: C2C addresses, CPU-cacheable, per-OS-page DMA mapping (load only)");
 
 /*
+ * cdmm: Coherent Driver-based Memory Management, the driver's
+ * CoherentGPUMemoryMode=driver (kernel-open/nvidia/nv-reg.h, first in
+ * 580.65.06; os-registry.c: it sets EnableUserNUMAManagement=0): the
+ * coherent GPU's memory is not onlined as a NUMA node and has no struct
+ * page (src/nvidia/arch/nvalloc/unix/src/osinit.c: mem_has_struct_page is
+ * false when the mode is _DRIVER). Only on a coherent GPU (the mode is
+ * _NONE elsewhere: subdevice_ctrl_gpu_kernel.c), so cdmm=1 needs
+ * coherent=1. Load only. Pins are the coherent GPU's (p2p.c
+ * RmThirdPartyP2PNVLinkGetPages does not look at the mode); the map path
+ * depends on the driver's release, cdmm_map_path below.
+ */
+static bool cdmm;
+module_param(cdmm, bool, 0444);
+MODULE_PARM_DESC(cdmm, "coherent: CoherentGPUMemoryMode=driver (CDMM), GPU memory without struct page (load only; needs coherent=1)");
+
+/*
+ * cdmm_map_path: which branch of osapi.c rm_p2p_dma_map_pages a CDMM GPU
+ * takes, by driver release (load only: a property of the driver):
+ * - struct_page (580.65.06-580.126.20, 590.x): the branch is
+ *   `if (pNv->mem_has_struct_page)`, false in CDMM, so the map takes the
+ *   PCIe topology rule and then maps each 64 KiB page as MMIO
+ *   (nv-dma.c nv_dma_map_non_pci_peer → nv_dma_map_mmio);
+ * - coherent_flag (580.142, 595.44.02+, the default): the branch is
+ *   `if (pNv->coherent)`, RmP2PDmaMapPages, which in CDMM first takes a
+ *   reference on nvidia-uvm's device-coherent pagemap (uvm_pagemap).
+ */
+enum gsim_cdmm_path { CDMM_COHERENT_FLAG, CDMM_STRUCT_PAGE };
+static const char *const gsim_cdmm_path_names[] = { "coherent_flag", "struct_page" };
+static int cdmm_map_path = CDMM_COHERENT_FLAG;
+static struct sim_enum_param cdmm_map_path_param = {
+	gsim_cdmm_path_names, ARRAY_SIZE(gsim_cdmm_path_names), &cdmm_map_path
+};
+module_param_cb(cdmm_map_path, &sim_enum_param_ops, &cdmm_map_path_param, 0444);
+MODULE_PARM_DESC(cdmm_map_path, "cdmm: the driver's map branch: coherent_flag (580.142, 595.44.02+) or struct_page (580.65.06-580.126.20, 590.x) (load only)");
+
+/*
+ * uvm_pagemap (cdmm, coherent_flag): nvidia-uvm has put the GPU's memory in
+ * a MEMORY_DEVICE_COHERENT ZONE_DEVICE pagemap (uvm_pmm_gpu.c
+ * uvm_pmm_cdmm_init, built only where UVM_CDMM_PAGES_SUPPORTED():
+ * CONFIG_ZONE_DEVICE and MEMORY_DEVICE_COHERENT), so nv-dma.c
+ * nv_dma_get_dev_pagemap (get_dev_pagemap) finds it. 0: nvidia-uvm has not
+ * (not loaded, the GPU not registered with it, or a kernel without that
+ * support): the map fails with -ENOTSUPP.
+ */
+static bool uvm_pagemap = true;
+module_param(uvm_pagemap, bool, 0644);
+MODULE_PARM_DESC(uvm_pagemap, "cdmm, coherent_flag: nvidia-uvm's device-coherent pagemap of the GPU's memory exists (0: maps fail, -ENOTSUPP)");
+
+/*
  * The PCIe topology rule of rm_p2p_dma_map_pages (non-coherent GPUs),
  * nv-pci.c nv_grdma_pci_topology_supported: the override first (1 allow,
  * 2 deny), then a passthrough VM is allowed, then on a chipset incapable of
@@ -425,6 +474,8 @@ static struct {
 	atomic_long_t unmaps_in_callback;	/* unmaps while the table's callback ran */
 	atomic_long_t os_pages_mapped;	/* OS pages the coherent map path mapped */
 	atomic_long_t topology_refusals;	/* maps refused by the PCIe topology rule */
+	atomic_long_t mmio_pages_mapped;	/* GPU pages the CDMM struct_page path mapped as MMIO */
+	atomic_long_t pagemap_refusals;	/* CDMM maps refused: no uvm pagemap */
 	atomic_long_t errors[FN_COUNT];
 	atomic_long_t callbacks;
 	atomic_long_t callbacks_started;	/* entered, for mofed_peer_sim's hooks */
@@ -1618,6 +1669,25 @@ static int gsim_map_coherent(struct gsim_mapping *m)
 }
 
 /*
+ * CDMM on 580.65.06-580.126.20 and 590.x (cdmm_map_path=struct_page):
+ * osapi.c rm_p2p_dma_map_pages, past `if (pNv->mem_has_struct_page)` and
+ * the topology check, maps each GPU page for the peer with
+ * nv_dma_map_non_pci_peer (`if (pNv->coherent)`, "Map C2C PFNs"), which is
+ * nv-dma.c nv_dma_map_mmio: one dma_map_resource of the 64 KiB page, as
+ * MMIO. No OS-page inflation and no contiguity check (iova_split has no
+ * effect); one address per GPU page.
+ */
+static int gsim_map_mmio(struct gsim_mapping *m)
+{
+	u32 i;
+
+	for (i = 0; i < m->dm.entries; i++)
+		m->dm.dma_addresses[i] += m->dev->dma_offset;
+	atomic_long_add(m->dm.entries, &gsim.mmio_pages_mapped);
+	return 0;
+}
+
+/*
  * bad_data=dma_entries: one entry per 4 KiB (16 per GPU page), each 4 KiB
  * on: a mapping of the kind the issue supposed, which NVIDIA's source never
  * returns (dma_mapping->entries is the table's).
@@ -1642,8 +1712,11 @@ static int gsim_bad_dma_entries(struct gsim_mapping *m)
  * The middle of dma_map_pages, under the API lock: osapi.c
  * rm_p2p_dma_map_pages. A coherent GPU maps over C2C (RmP2PDmaMapPages) and
  * skips the topology check; otherwise the PCIe topology rule, then BAR1
- * pages mapped for the peer. A mapping built from a table freed before the
- * read (m->dev NULL, poison) is handed out as read.
+ * pages mapped for the peer. A CDMM GPU (cdmm=1) by release: 580.142 and
+ * 595.44.02+ as any coherent GPU once nvidia-uvm's pagemap is referenced;
+ * 580.65.06-580.126.20 and 590.x the topology rule, then MMIO maps. A
+ * mapping built from a table freed before the read (m->dev NULL, poison)
+ * is handed out as read.
  */
 static int gsim_rm_map(struct gsim_mapping *m)
 {
@@ -1652,7 +1725,35 @@ static int gsim_rm_map(struct gsim_mapping *m)
 
 	if (!m->dev)
 		return 0;
-	if (coherent) {
+	if (coherent && cdmm && cdmm_map_path == CDMM_STRUCT_PAGE) {
+		/*
+		 * 580.65.06 (to 580.126.20; 590.48.01 alike) osapi.c
+		 * rm_p2p_dma_map_pages: `if (pNv->mem_has_struct_page)` is
+		 * false in CDMM, so "Check if the topology is supported for
+		 * third party p2p" (nv_grdma_pci_topology_supported:
+		 * NV_ERR_NOT_SUPPORTED, -ENOTSUPP), then per GPU page
+		 * nv_dma_map_non_pci_peer: MMIO.
+		 */
+		if (!gsim_topology_supported()) {
+			atomic_long_inc(&gsim.topology_refusals);
+			ret = -ENOTSUPP;
+		} else {
+			ret = gsim_map_mmio(m);
+		}
+	} else if (coherent && cdmm && !READ_ONCE(uvm_pagemap)) {
+		/*
+		 * 580.142 and 595.44.02 (to 595.45.04) osapi.c
+		 * rm_p2p_dma_map_pages: `if (pNv->coherent)` →
+		 * RmP2PDmaMapPages, which for NV_COHERENT_GPU_MEM_MODE_DRIVER
+		 * takes nv_dma_get_dev_pagemap(pDmaAddresses[0]) (nv-dma.c:
+		 * get_dev_pagemap; NULL without NV_MEMORY_DEVICE_COHERENT_PRESENT)
+		 * and without one fails: "Failed to get a reference on
+		 * dev_pagemap in CDMM(driver) mode", NV_ERR_NOT_SUPPORTED,
+		 * -ENOTSUPP. The reference is dropped when the map returns.
+		 */
+		atomic_long_inc(&gsim.pagemap_refusals);
+		ret = -ENOTSUPP;
+	} else if (coherent) {
 		ret = gsim_map_coherent(m);
 	} else if (!gsim_topology_supported()) {
 		atomic_long_inc(&gsim.topology_refusals);
@@ -2081,6 +2182,8 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 	atomic_long_set(&gsim.unmaps_in_callback, 0);
 	atomic_long_set(&gsim.os_pages_mapped, 0);
 	atomic_long_set(&gsim.topology_refusals, 0);
+	atomic_long_set(&gsim.mmio_pages_mapped, 0);
+	atomic_long_set(&gsim.pagemap_refusals, 0);
 	return 0;
 }
 
@@ -2120,6 +2223,8 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
 	seq_printf(s, "maps.os_pages %ld\n", atomic_long_read(&gsim.os_pages_mapped));
 	seq_printf(s, "maps.topology_refused %ld\n", atomic_long_read(&gsim.topology_refusals));
+	seq_printf(s, "maps.mmio_pages %ld\n", atomic_long_read(&gsim.mmio_pages_mapped));
+	seq_printf(s, "maps.pagemap_refused %ld\n", atomic_long_read(&gsim.pagemap_refusals));
 	seq_printf(s, "frames.used %u\n", bitmap_weight(gsim.frame_map, gsim.nframes));
 	seq_printf(s, "frees.running %d\n", atomic_read(&gsim.frees_running));
 	for (i = 0; i < V_COUNT; i++) {
@@ -2265,6 +2370,10 @@ static int __init gsim_init(void)
 	gsim.nframes = ((unsigned long)vram_mb << 20) >> GSIM_PAGE_SHIFT;
 	if (!gsim.nframes)
 		return -EINVAL;
+	if (cdmm && !coherent) {
+		pr_err("cdmm=1 needs coherent=1: CoherentGPUMemoryMode=driver applies to coherent (C2C) GPUs only\n");
+		return -EINVAL;
+	}
 	if (!GSIM_PT_HAS_FLAGS && page_table_version != PT_ABI_1_2) {
 		pr_err("page_table_version=2.0: built with a 1.2 nv-p2p.h, whose table has no flags\n");
 		return -EINVAL;
@@ -2283,10 +2392,12 @@ static int __init gsim_init(void)
 		return -ENOMEM;
 	}
 	gsim_debugfs_init();
-	pr_info("simulated GPU ready: %u MiB, page table ABI %s, persistent API %s%s\n",
+	pr_info("simulated GPU ready: %u MiB, page table ABI %s, persistent API %s%s%s%s\n",
 		vram_mb, gsim_pt_abi_names[page_table_version],
 		persistent_api ? "supported" : "refused",
-		coherent ? ", coherent (C2C)" : "");
+		coherent ? ", coherent (C2C)" : "",
+		cdmm ? ", CDMM, map path " : "",
+		cdmm ? gsim_cdmm_path_names[cdmm_map_path] : "");
 	return 0;
 }
 

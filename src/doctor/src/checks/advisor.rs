@@ -9,6 +9,7 @@ use super::check::Check;
 use crate::checks::nccl::{self, GdrMode, NcclPath};
 use crate::host::cuda::CudaAnswer;
 use crate::host::kmod::{DMABUF_MR_SUFFIX, DMABUF_UMEM_PREFIX};
+use crate::host::nvparams;
 use crate::host::paths::{DRIVER_PARAMS, GDR_PATHS, NCCL_PATHS, UCX_PATHS};
 use crate::host::{Host, MODULE};
 use crate::text::{few, list};
@@ -26,10 +27,17 @@ pub fn version_parts(v: &str) -> Vec<u32> {
 
 /// `key: value` of the driver's params file, the value unquoted.
 fn driver_param(text: &str, key: &str) -> Option<String> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        (k.trim() == key).then(|| v.trim().trim_matches('"').to_string())
-    })
+    nvparams::value(text, key)
+}
+
+/// Whether a driver maps CDMM memory for peers through nvidia-uvm's
+/// device-coherent pagemap (580.142 and 595.44.02 on: `osapi.c`
+/// `rm_p2p_dma_map_pages` branches on `pNv->coherent`, `RmP2PDmaMapPages`
+/// takes `nv_dma_get_dev_pagemap`) rather than as MMIO under the PCIe
+/// topology rule (580.65.06-580.126.20 and 590: it branches on
+/// `mem_has_struct_page`, false in CDMM).
+fn cdmm_maps_via_uvm(v: &[u32]) -> bool {
+    v >= [595, 44].as_slice() || (v.first() == Some(&580) && v >= [580, 142].as_slice())
 }
 
 /// Whether the loaded driver is the open kernel modules (`None`: unknown).
@@ -50,6 +58,9 @@ fn chipsets(host: &Host) -> Vec<(String, &'static str)> {
 /// `nvidia.settings`: `GrdmaPciTopoCheckOverride`, `CoherentGPUMemoryMode`
 /// and the 580+ rule that, on Grace, Ampere Altra and AmpereOne chipsets,
 /// GPU and NIC must share a PCIe switch (else -ENOTSUPP, 524, at registration).
+/// In CDMM ([`Host::coherent_mode`]) a coherent GPU's memory has no struct
+/// page: 580.65-580.126 and 590 map it under that rule, 580.142 and
+/// 595.44.02 on only through nvidia-uvm's device-coherent pagemap.
 pub(crate) fn driver_settings(host: &Host) -> Check {
     const ID: &str = "nvidia.settings";
     let Some(nv) = &host.nvidia else {
@@ -108,24 +119,100 @@ pub(crate) fn driver_settings(host: &Host) -> Check {
         .detail(detail);
     };
     let topo = &host.topo;
-    let pcie_gpus: Vec<usize> = (0..topo.gpus.len())
+    let mut pcie_gpus: Vec<usize> = (0..topo.gpus.len())
         .filter(|&g| !nccl::is_c2c_gpu(topo.gpus[g].pci.device))
         .collect();
-    // CDMM on a coherent GPU: no nvidia_p2p_* before 580.142 and 595.44.
+    // CDMM (580.65.06 on): the coherent GPUs' memory has no struct page.
     let v = version_parts(&version);
-    let cdmm_p2p = v >= vec![595, 44] || (v.first() == Some(&580) && v >= vec![580, 142]);
-    if coherent_mode.as_deref() == Some("driver")
-        && topo.gpus.iter().any(|g| nccl::is_c2c_gpu(g.pci.device))
-        && !cdmm_p2p
-    {
-        return Check::fail(
-            ID,
-            format!("CoherentGPUMemoryMode=driver (CDMM): driver {version} has no GPUDirect RDMA P2P API in this mode"),
-            "upgrade the driver to 580.142 / 595.44 or newer, or drop NVreg_CoherentGPUMemoryMode=driver (numa mode)",
-        )
-        .detail(detail);
+    let cdmm = host
+        .coherent_mode
+        .filter(|m| m.is_cdmm() && major.is_some_and(|m| m >= 580));
+    let cdmm_gpus: Vec<usize> = match cdmm {
+        Some(_) => (0..topo.gpus.len())
+            .filter(|&g| nccl::is_c2c_gpu(topo.gpus[g].pci.device))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut cdmm_ruled = false;
+    if let (Some(mode), false) = (cdmm, cdmm_gpus.is_empty()) {
+        let gpus = few(
+            &cdmm_gpus
+                .iter()
+                .map(|&g| topo.gpus[g].pci.bdf.clone())
+                .collect::<Vec<_>>(),
+            "GPUs",
+        );
+        if cdmm_maps_via_uvm(&v) {
+            let uvm = host.loaded("nvidia_uvm").is_some();
+            let kernel = host.release.as_deref().map(version_parts);
+            let old_kernel = kernel
+                .as_ref()
+                .is_some_and(|k| k.as_slice() < [6, 0].as_slice());
+            let zone = host.config.config.as_ref().map(|c| {
+                (
+                    c.enabled("CONFIG_ZONE_DEVICE"),
+                    c.show("CONFIG_ZONE_DEVICE"),
+                )
+            });
+            detail.push(format!(
+                "{gpus}: {} (CDMM): coherent GPU memory without struct page; driver {version} maps it for a NIC only with a reference on nvidia-uvm's device-coherent (ZONE_DEVICE) pagemap of it, else -ENOTSUPP (524) at registration; no PCIe topology rule",
+                mode.why()
+            ));
+            detail.push(format!(
+                "nvidia_uvm: {}",
+                if uvm { "loaded" } else { "not loaded" }
+            ));
+            if let Some((_, shown)) = &zone {
+                detail.push(format!("kernel: {shown}"));
+            }
+            let missing = if !uvm {
+                Some("nvidia_uvm is not loaded, so the driver refuses every peer-memory map of GPU memory (-ENOTSUPP, 524)".to_string())
+            } else if old_kernel || zone.as_ref().is_some_and(|(on, _)| !on) {
+                Some(format!(
+                    "kernel {} lacks ZONE_DEVICE device-coherent pages (CONFIG_ZONE_DEVICE, Linux 6.0+), so nvidia-uvm makes no pagemap and the driver refuses every peer-memory map of GPU memory (-ENOTSUPP, 524)",
+                    host.release.as_deref().unwrap_or("?")
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = missing {
+                return Check::fail(
+                    ID,
+                    format!("{} (CDMM), driver {version}: {gpus}: {why}", mode.why()),
+                    "load nvidia-uvm (`modprobe nvidia-uvm`; it makes the pagemap once a CUDA process has used the GPU) on a kernel with CONFIG_ZONE_DEVICE, or drop CDMM (NVreg_CoherentGPUMemoryMode=driver, NVreg_EnableUserNUMAManagement=0) for numa mode",
+                )
+                .detail(detail);
+            }
+            if pcie_gpus.is_empty() {
+                return Check::ok(
+                    ID,
+                    format!(
+                        "{} (CDMM), driver {version}: {gpus} mapped for NICs through nvidia-uvm's device-coherent pagemap (nvidia_uvm loaded; it makes the pagemap once a CUDA process has used the GPU); no PCIe topology rule",
+                        mode.why()
+                    ),
+                )
+                .detail(detail);
+            }
+        } else {
+            // 580.65.06-580.126.20, 590: the PCIe topology rule, MMIO maps.
+            detail.push(format!(
+                "{gpus}: {} (CDMM): coherent GPU memory without struct page; driver {version} maps it for a NIC as MMIO under its PCIe topology rule, as a PCIe GPU's (580.142 and 595.44.02 on use nvidia-uvm's pagemap instead)",
+                mode.why()
+            ));
+            pcie_gpus.extend(cdmm_gpus.iter().copied());
+            pcie_gpus.sort_unstable();
+            cdmm_ruled = true;
+        }
     }
     match over.as_deref() {
+        Some("2") if cdmm_ruled => {
+            return Check::fail(
+                ID,
+                format!("GrdmaPciTopoCheckOverride=2: driver {version} refuses GPUDirect RDMA to every PCIe GPU and, in CDMM, to coherent ones"),
+                "remove NVreg_GrdmaPciTopoCheckOverride=2 from the nvidia options in modprobe.d and reload the driver",
+            )
+            .detail(detail)
+        }
         Some("2") if !pcie_gpus.is_empty() => {
             return Check::fail(
                 ID,
@@ -198,12 +285,22 @@ pub(crate) fn driver_settings(host: &Host) -> Check {
     let fix = "put GPU and NIC under one PCIe switch, or (if this platform's PCIe P2P is known good) \
                `options nvidia NVreg_GrdmaPciTopoCheckOverride=1` in modprobe.d and reload the driver; \
                a passthrough VM is exempt";
+    let fix = if cdmm_ruled {
+        format!("{fix}; for CDMM GPUs also: upgrade the driver to 580.142 / 595.44.02 or newer (maps then need nvidia-uvm, not a shared switch), or drop CDMM (numa mode)")
+    } else {
+        fix.to_string()
+    };
     if !refused_gpus.is_empty() {
         return Check::fail(
             ID,
             format!(
-                "{names} chipset, driver {version}: {} share(s) no PCIe switch with any NIC, so the driver refuses its registrations (-ENOTSUPP, 524)",
-                few(&refused_gpus, "GPUs")
+                "{names} chipset, driver {version}: {} share(s) no PCIe switch with any NIC, so the driver refuses its registrations (-ENOTSUPP, 524){}",
+                few(&refused_gpus, "GPUs"),
+                if cdmm_ruled {
+                    " (CDMM: on this driver coherent GPU memory takes the PCIe topology rule)"
+                } else {
+                    ""
+                }
             ),
             fix,
         )

@@ -12,6 +12,7 @@ pub mod inflate;
 pub mod kconfig;
 pub mod klog;
 pub mod kmod;
+pub mod nvparams;
 pub mod paths;
 pub mod pci;
 pub mod root;
@@ -36,8 +37,9 @@ use topology::Topology;
 pub const MODULE: &str = "nvidia_peermem";
 
 /// Other modules the checks ask about, besides `nvidia_peermem` and `nvidia`.
-const OTHERS: [&str; 5] = [
+const OTHERS: [&str; 6] = [
     "nv_peer_mem",
+    "nvidia_uvm",
     "ib_core",
     "ib_uverbs",
     "mlx_compat",
@@ -126,6 +128,9 @@ pub struct Host {
     pub driver_banner: Option<String>,
     /// See [`Host::driver_banner`].
     pub driver_params: Option<String>,
+    /// How coherent GPU memory is managed, from [`Host::driver_params`]
+    /// (`CoherentGPUMemoryMode`, `EnableUserNUMAManagement`), if it names it.
+    pub coherent_mode: Option<nvparams::CoherentMemoryMode>,
     /// modprobe.d rules naming `nvidia_peermem`.
     pub rules: Vec<Rule>,
     /// Installed peermem module files.
@@ -239,6 +244,7 @@ impl Host {
             .collect();
         let mok = signing::dkms_mok(root);
         let topo = Topology::scan(root, &pci);
+        let driver_params = root.read_text(DRIVER_PARAMS);
         Host {
             kallsyms: Kallsyms::read(root),
             params: ours.as_ref().map_or_else(Vec::new, |_| params(root)),
@@ -253,7 +259,10 @@ impl Host {
             modules_disabled: root.read_attr(MODULES_DISABLED),
             proc_modules: root.read_text(PROC_MODULES),
             driver_banner: root.read_attr(DRIVER_VERSION),
-            driver_params: root.read_text(DRIVER_PARAMS),
+            coherent_mode: driver_params
+                .as_deref()
+                .and_then(nvparams::CoherentMemoryMode::read),
+            driver_params,
             module_target: release
                 .as_deref()
                 .and_then(|r| kmod::modprobe_target(root, r, MODULE)),
