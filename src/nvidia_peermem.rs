@@ -4,13 +4,13 @@
 //!
 //! Layers, from the bottom: `abi` (generated bindings); the safe wrappers
 //! that own all `unsafe` (`nvidia_p2p`, `peer_mem`, `scatterlist`, `shim`,
-//! `stats`); the client logic (`client`, no `unsafe`); this module entry.
+//! `stats`); the client logic (`clients`, no `unsafe`); this module entry.
 //! The pure logic shared with the host tests is `peermem_core`.
 
 use kernel::prelude::*;
 
 mod abi;
-mod client;
+mod clients;
 mod nvidia_p2p;
 mod peer_mem;
 mod scatterlist;
@@ -22,7 +22,7 @@ mod stats;
 #[path = "core/src/lib.rs"]
 mod peermem_core;
 
-use client::{Clients, Config};
+use clients::{Clients, Config};
 
 /// The module version (the repository's VERSION file).
 const VERSION: &str = env!("NVPM_VERSION");

@@ -6,7 +6,7 @@
 //! the reference), where the invalidation goes, the unpin parked from
 //! `put_pages` until `release`, and the map's undo paths.
 //!
-//! The module (`src/client.rs`) and the loom models (`tests/loom`) run this
+//! The module (`src/clients.rs`) and the loom models (`tests/loom`) run this
 //! same code; each gives it its platform ([`Env`]: threads, the core's
 //! invalidation entry, the scatterlist, what keeps the module loaded, the
 //! statistics) and its pin ([`PinLock`]).

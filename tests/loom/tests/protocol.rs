@@ -2,7 +2,7 @@
 
 //! Every interleaving of a registration, a deregistration and a `cudaFree`,
 //! explored with loom over the module's own client code
-//! (`peermem_core::client`, `protocol` and `state`: what `src/client.rs`
+//! (`peermem_core::client`, `protocol` and `state`: what `src/clients.rs`
 //! and `src/nvidia_p2p.rs` run), against models of the two foreign parties
 //! written from ../shared/research/driver-locking.md and
 //! mofed-core-observed.md:
@@ -724,7 +724,7 @@ impl PinLock for Pin {
     }
 }
 
-/// `client.rs` `acquire` with `nvidia_p2p.rs` `GpuPin::pin`: claims the
+/// `clients.rs` `acquire` with `nvidia_p2p.rs` `GpuPin::pin`: claims the
 /// range by pinning it; `None` if declined or revoked at once.
 fn acquire(gpu: &Arc<Gpu>, kind: PinKind, buffer: usize, core: &Arc<Core>) -> Option<Arc<Pin>> {
     let invalidator = (kind == PinKind::Revocable).then(|| CoreRef(core.clone()));
