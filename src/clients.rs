@@ -129,12 +129,6 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
     }
 }
 
-/// `ENOTSUPP` (the driver's refusal of persistent pinning) or `EOPNOTSUPP`,
-/// compared by number: the kernel crate names `EOPNOTSUPP` from 7.3 on only.
-fn is_not_supported(e: Error) -> bool {
-    e == ENOTSUPP || e.to_errno() == -(kernel::bindings::EOPNOTSUPP as i32)
-}
-
 /// Accounts and explains a range this client does not take.
 fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
     STATS.add(Counter::Declines, 1);
@@ -152,7 +146,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
                 );
             }
         }
-        P2pError::Driver(e) if is_not_supported(e) && kind == PinKind::Persistent => {
+        e if e.is_not_supported() && kind == PinKind::Persistent => {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(
                     "persistent pinning refused (MIG, vGPU, or memory the driver keeps from RDMA such as localized memory on a coherent platform): registrations fall back to revocable pages\n"
@@ -161,7 +155,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
         }
         // p2p.c RmThirdPartyP2PNVLinkGetPages: NV_ERR_NOT_SUPPORTED for
         // localized memory over coherent (C2C) mappings.
-        P2pError::Driver(e) if is_not_supported(e) => {
+        e if e.is_not_supported() => {
             STATS.add(Counter::ErrorsAcquire, 1);
             if crate::shim::ratelimit() {
                 pr_err!(
@@ -250,7 +244,7 @@ fn map_failed(range: GpuRange, e: MapError<P2pError, Error>) -> Error {
                         e
                     )
                 }
-                MapError::Driver(P2pError::Driver(e)) if is_not_supported(e) => pr_err!(
+                MapError::Driver(e) if e.is_not_supported() => pr_err!(
                     "cannot map {:#x} for the NIC: the NVIDIA driver refused (-ENOTSUPP): on a Grace (TH500), Ampere Altra or AmpereOne chipset it allows GPUDirect RDMA only when GPU and NIC share a PCIe switch; put them under one switch, or set NVreg_GrdmaPciTopoCheckOverride=1 (nvidia module option) if this platform's PCIe P2P is known good (2 refuses every PCIe GPU)\n",
                     start
                 ),

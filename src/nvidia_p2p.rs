@@ -73,6 +73,20 @@ pub(crate) enum P2pError {
     State,
 }
 
+impl P2pError {
+    /// The driver does not support this: `ENOTSUPP` (its refusal of
+    /// persistent pinning) or `EOPNOTSUPP`.
+    pub(crate) fn is_not_supported(&self) -> bool {
+        matches!(self, P2pError::Driver(e) if *e == ENOTSUPP || *e == eopnotsupp())
+    }
+}
+
+/// `EOPNOTSUPP`, which the kernel crate names from 7.3 on only.
+fn eopnotsupp() -> Error {
+    // CAST: a small errno constant.
+    Error::from_errno(-(bindings::EOPNOTSUPP as i32))
+}
+
 impl kernel::fmt::Display for P2pError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {

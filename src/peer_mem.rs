@@ -166,9 +166,14 @@ pub(crate) fn check_api() -> Result {
     if unsafe { abi::nvpm_peer_api_present() } {
         Ok(())
     } else {
-        // CAST: a small errno constant.
-        Err(Error::from_errno(-(bindings::ENOPKG as i32)))
+        Err(enopkg())
     }
+}
+
+/// `ENOPKG`, which the kernel crate does not name.
+fn enopkg() -> Error {
+    // CAST: a small errno constant.
+    Error::from_errno(-(bindings::ENOPKG as i32))
 }
 
 /// The name of the module providing the peer-memory API (`ib_core`).
