@@ -390,6 +390,7 @@ where
                 // and `entries` was checked against the pinned length.
                 let pages = unsafe {
                     let m = mapping.ptr.as_ptr();
+                    // CAST: a 32-bit count of entries fits usize.
                     core::slice::from_raw_parts((*m).dma_addresses, (*m).entries as usize)
                 };
                 build(pages, scratch)

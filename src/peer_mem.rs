@@ -238,6 +238,7 @@ impl Registration {
             Invalidation::Revocable { unmaps } => {
                 // Byte 15 marks the new-style client; ex_size and flags are
                 // only read when they are set (and must stay zero for 4.x).
+                // CAST: a small array length from peer_mem.h.
                 c.version[abi::IB_PEER_MEMORY_VER_MAX as usize - 1] = 1;
                 if unmaps {
                     client.ex_size = core::mem::size_of::<abi::peer_memory_client_ex>();
