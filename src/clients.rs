@@ -22,7 +22,7 @@ use crate::nvidia_p2p::{GpuPin, P2pError, PinKind};
 use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration as Client, SgOut,
 };
-use crate::peermem_core::client::{self, BuildError, Env, MapError, Note, Registration};
+use crate::peermem_core::client::{self, BuildError, Decline, Env, MapError, Note, Registration};
 use crate::peermem_core::protocol::Threads;
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
@@ -90,23 +90,30 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
         return None;
     };
     let invalidator = (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT);
-    let Ok(state) = Registration::new(invalidator, ModuleRef::get()?) else {
-        // The core asks before our registration returned its handle.
-        STATS.add(Counter::Declines, 1);
-        if crate::shim::ratelimit() {
-            pr_info!(
-                "range at {:#x} declined: the revocable client is still registering\n",
-                range.start()
-            );
+    let acquired = client::acquire(
+        invalidator,
+        ModuleRef::get,
+        |state| GpuPin::new(range, kind, state),
+        GpuPin::pin,
+    );
+    match acquired {
+        Err(Decline::Unloading) => None,
+        Err(Decline::NotReady(_)) => {
+            // The core asks before our registration returned its handle.
+            STATS.add(Counter::Declines, 1);
+            if crate::shim::ratelimit() {
+                pr_info!(
+                    "range at {:#x} declined: the revocable client is still registering\n",
+                    range.start()
+                );
+            }
+            None
         }
-        return None;
-    };
-    let Ok(pin) = GpuPin::new(range, kind, state) else {
-        STATS.add(Counter::ErrorsAcquire, 1);
-        return None;
-    };
-    match pin.pin() {
-        Ok(info) => {
+        Err(Decline::NoPin(_)) => {
+            STATS.add(Counter::ErrorsAcquire, 1);
+            None
+        }
+        Ok((pin, info)) => {
             STATS.add(Counter::Registrations, 1);
             if !ABI_LOGGED.load(Ordering::Relaxed) && !ABI_LOGGED.swap(true, Ordering::Relaxed) {
                 pr_info!("NVIDIA driver page-table ABI {}\n", info.abi);
@@ -122,7 +129,7 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
             }
             Some(pin)
         }
-        Err(e) => {
+        Err(Decline::Pin(e)) => {
             decline(range, kind, e);
             None
         }

@@ -101,6 +101,39 @@ pub enum NotReady {
     Unregistered,
 }
 
+/// Why [`acquire`] declined a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decline<A, F> {
+    /// The module is going away: no reference on it could be taken.
+    Unloading,
+    /// [`Registration::new`] declined.
+    NotReady(NotReady),
+    /// The pin could not be made (`A`: why).
+    NoPin(A),
+    /// Pinning failed (`F`: why; see [`protocol::pin`]).
+    Pin(F),
+}
+
+/// `acquire`: claims a range by pinning it. Takes a reference on the
+/// module with `keep` (none while it is going away: declined), makes the
+/// registration's state ([`Registration::new`], invalidated through
+/// `invalidator` if revocable), puts it in a new pin with `new_pin`, and
+/// pins with `pin_pages` (the platform's [`protocol::pin`]). On success the
+/// pin is the registration's context, with what `pin_pages` returned; on a
+/// decline everything taken is dropped again, the module reference last.
+pub fn acquire<E: Env, P, A, I, F>(
+    invalidator: Option<E::Invalidator>,
+    keep: impl FnOnce() -> Option<E::Keep>,
+    new_pin: impl FnOnce(Registration<E>) -> Result<P, A>,
+    pin_pages: impl FnOnce(&P) -> Result<I, F>,
+) -> Result<(P, I), Decline<A, F>> {
+    let keep = keep().ok_or(Decline::Unloading)?;
+    let state = Registration::new(invalidator, keep).map_err(Decline::NotReady)?;
+    let pin = new_pin(state).map_err(Decline::NoPin)?;
+    let info = pin_pages(&pin).map_err(Decline::Pin)?;
+    Ok((pin, info))
+}
+
 impl<E: Env> Registration<E> {
     /// The state of a registration about to be pinned, invalidated through
     /// `invalidator` if it is revocable. Declined while the invalidator has
@@ -386,7 +419,7 @@ pub fn release<E: Env, L: PinLock<Owner = Registration<E>>>(pin: &L) {
     let parked = st.take_parked_teardown();
     end_of_use(pin, st, Event::Release);
     if let Some(teardown) = parked {
-        pin.finish_unpin(teardown.run(pin));
+        teardown.run(pin);
     }
     drop(sg);
     E::note(Note::Released);
@@ -412,5 +445,5 @@ fn end_of_use<E: Env, L: PinLock<Owner = Registration<E>>>(
     }
     let teardown = st.take_teardown();
     drop(st);
-    pin.finish_unpin(teardown.run(pin));
+    teardown.run(pin);
 }

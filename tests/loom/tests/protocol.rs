@@ -20,10 +20,16 @@
 //!   of the umem's client pointer (`peer_mem.c` `ib_peer_umem_release`),
 //!   which an invalidation still waiting for `mapping_lock` dereferences.
 //!
-//! What stays outside the shared code is the module's FFI glue, mirrored
-//! here in a few lines each: `acquire` (pin, then `accept_pages`),
-//! `free_callback` (drop the driver's reference if the protocol says so),
-//! and the module's exit (wait for the callbacks in flight).
+//! The module's FFI edges run the shared code too: `acquire`
+//! (`client::acquire`: the module reference, the registration, the pin
+//! with `protocol::pin`, which drops the driver's reference again if the
+//! driver refuses and unpins a table that fails the check), the free
+//! callback (`protocol::free_callback`), the finished unpin
+//! (`protocol::finish_unpin`) and the module's exit
+//! (`protocol::wait_for_callbacks`). What stays here is what the FFI calls
+//! themselves do: the driver's pin with its callback's data, the drop of
+//! the callback's reference after `free_callback` returns, the taking of
+//! the API lock at exit.
 //!
 //! Each execution asserts: no deadlock (loom fails on one), no use of a
 //! freed table or mapping, no invalidation dropped while the NIC may use
@@ -51,9 +57,7 @@ use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use loom::thread;
 
 use peermem_core::client::{self, BuildError, Env, Invalidator, MapError, Note, Registration};
-use peermem_core::protocol::{
-    self, Driver, PinKind, PinLock, PinOwner, PinState, Threads, Unpinned,
-};
+use peermem_core::protocol::{self, Driver, PinKind, PinLock, PinState, Threads};
 
 const MODEL_PREEMPTIONS: usize = 4;
 const VA: u64 = 0x7f40_0000_0000;
@@ -97,6 +101,8 @@ struct Model {
     /// The module loads during the registration: MOFED's core lists the
     /// client before `ib_register_peer_memory_client` returns its handle.
     load_window: bool,
+    /// The page table fails the client's check: `acquire` unpins it again.
+    table_check_fails: bool,
 }
 
 impl Model {
@@ -113,6 +119,7 @@ impl Model {
             second_pin: false,
             unload: false,
             load_window: false,
+            table_check_fails: false,
         }
     }
 }
@@ -176,6 +183,9 @@ struct TableState {
     /// The reference to the pin the driver got with the callback: the
     /// callback's data. Dropped by the callback or the unpin, never twice.
     driver_ref: Option<Arc<Pin>>,
+    /// The reference handed with a revocable pin the driver refused: the
+    /// client's again, to drop.
+    refused_ref: Option<Arc<Pin>>,
     /// Whether the NIC of the registration holding the pin may use the
     /// pages (the core's view): never while the driver unmaps or unpins.
     nic_may_use: Option<Arc<AtomicBool>>,
@@ -226,31 +236,42 @@ impl Gpu {
         }
     }
 
-    /// get_pages (with `pin` as the callback's data) / get_pages_persistent
-    /// of buffer `buffer`; refused once the buffer is freed.
-    fn pin(&self, pin: &Arc<Pin>, buffer: usize, nic: &Arc<AtomicBool>) -> Option<Table> {
+    /// get_pages (with `data`, a reference to the pin, as the callback's
+    /// data) / get_pages_persistent (`data` is `None`) of buffer `buffer`;
+    /// refused once the buffer is freed.
+    fn pin(
+        &self,
+        data: Option<Arc<Pin>>,
+        buffer: usize,
+        nic: &Arc<AtomicBool>,
+    ) -> Result<Option<Table>, i32> {
         let _api = self.api.lock().unwrap();
-        if self.buffers_freed.lock().unwrap().contains(&buffer) {
-            return None;
-        }
         let mut tables = self.tables.lock().unwrap();
         while tables.len() <= buffer {
             tables.push(TableState::default());
         }
         let t = &mut tables[buffer];
+        if self.buffers_freed.lock().unwrap().contains(&buffer) {
+            // The driver forgets `data`: the reference is the client's.
+            t.refused_ref = data;
+            return Err(-22);
+        }
         t.pinned = true;
         t.nic_may_use = Some(nic.clone());
-        t.persistent = pin.kind == PinKind::Persistent;
-        if pin.kind == PinKind::Revocable {
-            t.driver_ref = Some(pin.clone());
+        t.persistent = data.is_none();
+        if data.is_some() {
+            t.driver_ref = data;
             t.callback_armed = true;
         }
-        Some(Table(buffer))
+        Ok(Some(Table(buffer)))
     }
 
-    /// The reference the pin handed the driver is dropped.
+    /// The reference the pin handed the driver is dropped: the one the
+    /// driver holds, or the one it refused.
     fn drop_driver_ref(&self, table: usize) {
-        let reference = self.tables.lock().unwrap()[table].driver_ref.take();
+        let mut tables = self.tables.lock().unwrap();
+        let t = &mut tables[table];
+        let reference = t.driver_ref.take().or_else(|| t.refused_ref.take());
         assert!(
             reference.is_some(),
             "the driver's reference to the pin dropped twice"
@@ -302,9 +323,10 @@ impl Gpu {
     /// Whether the driver took back every table and mapping.
     fn all_given_back(&self) -> bool {
         let tables = self.tables.lock().unwrap();
-        tables
-            .iter()
-            .all(|t| !t.pinned || (t.freed && t.mappings.is_empty() && t.driver_ref.is_none()))
+        tables.iter().all(|t| {
+            t.refused_ref.is_none()
+                && (!t.pinned || (t.freed && t.mappings.is_empty() && t.driver_ref.is_none()))
+        })
     }
 }
 
@@ -717,10 +739,14 @@ impl PinLock for Pin {
         VA
     }
 
-    fn finish_unpin(&self, unpinned: Unpinned) {
-        if unpinned.drop_reference {
-            self.gpu.drop_driver_ref(self.table);
-        }
+    fn drop_driver_reference(&self) {
+        self.gpu.drop_driver_ref(self.table);
+    }
+
+    fn put_failed(&self, _ret: i32) {}
+
+    fn callback_dropped_reference(&self) {
+        self.gpu.module.callback_dropped.store(true, SeqCst);
     }
 }
 
@@ -728,22 +754,36 @@ impl PinLock for Pin {
 /// range by pinning it; `None` if declined or revoked at once.
 fn acquire(gpu: &Arc<Gpu>, kind: PinKind, buffer: usize, core: &Arc<Core>) -> Option<Arc<Pin>> {
     let invalidator = (kind == PinKind::Revocable).then(|| CoreRef(core.clone()));
-    let keep = ModuleRef::get(&gpu.module)?;
-    let state = Registration::new(invalidator, keep).ok()?;
-    let pin = Arc::new(Pin {
-        gpu: gpu.clone(),
-        kind,
-        table: buffer,
-        state: Mutex::new(PinState::new(state)),
-        unmap_done: Condvar::new(),
-    });
-    let table = gpu.pin(&pin, buffer, &core.nic_may_use)?;
-    let mut st = protocol::accept_pages(&*pin, table)?;
-    // The page table is checked under the lock (`check_page_table`).
-    gpu.read(buffer);
-    st.owner.pinned(1);
-    drop(st);
-    Some(pin)
+    let new_pin = |state| {
+        Ok::<_, ()>(Arc::new(Pin {
+            gpu: gpu.clone(),
+            kind,
+            table: buffer,
+            state: Mutex::new(PinState::new(state)),
+            unmap_done: Condvar::new(),
+        }))
+    };
+    let pin_pages = |pin: &Arc<Pin>| {
+        // `GpuPin::get_pages`: a revocable pin hands the driver a new
+        // reference to itself, the callback's data.
+        let get = || {
+            let data = (kind == PinKind::Revocable).then(|| pin.clone());
+            gpu.pin(data, buffer, &core.nic_may_use)
+        };
+        // `check_page_table`: reads the table (under the pin's lock).
+        let check = |_: Table| {
+            gpu.read(buffer);
+            if gpu.model.table_check_fails {
+                Err(())
+            } else {
+                Ok(())
+            }
+        };
+        protocol::pin(&**pin, 1, get, check)
+    };
+    let keep = || ModuleRef::get(&gpu.module);
+    let acquired = client::acquire::<LoomEnv, _, _, _, _>(invalidator, keep, new_pin, pin_pages);
+    acquired.ok().map(|(pin, ())| pin)
 }
 
 fn pin_get_pages(pin: &Pin, core: &Arc<Core>) -> Result<(), ()> {
@@ -792,28 +832,30 @@ fn pin_release(ctx: Arc<Pin>) {
     client::release(&*ctx);
 }
 
-/// `nvidia_p2p.rs` `free_callback`: the driver's reference dropped if the
-/// protocol says the callback owns it.
+/// `nvidia_p2p.rs` `free_callback`: `protocol::free_callback`, then the
+/// callback's reference (its `Arc::from_raw`) dropped if it owns it.
 fn free_callback(pin: &Pin) {
     if protocol::free_callback(pin) {
-        pin.gpu.module.callback_dropped.store(true, SeqCst);
         pin.gpu.drop_driver_ref(pin.table);
     }
 }
 
 /// `nvidia_peermem.rs`'s exit once no reference holds the module (rmmod's
 /// `try_stop_module`): the clients are unregistered (every release
-/// returned), then, if a callback dropped a pin's reference, the driver's
-/// API lock is taken once (`nvidia_p2p.rs` `wait_for_callbacks`), then the
-/// text is freed.
+/// returned), then `protocol::wait_for_callbacks` (`nvidia_p2p.rs`
+/// `wait_for_callbacks`: the driver's API lock taken once if a callback
+/// dropped a pin's reference), then the text is freed.
 fn unload(gpu: &Gpu) {
     if gpu.module.refs.load(SeqCst) != 0 {
         return;
     }
     gpu.module.unloaded.store(true, SeqCst);
-    if gpu.module.callback_dropped.load(SeqCst) {
+    let barrier = || {
         drop(gpu.api.lock().unwrap());
-    }
+        Ok(())
+    };
+    let dropped = gpu.module.callback_dropped.load(SeqCst);
+    protocol::wait_for_callbacks(dropped, barrier, thread::yield_now);
     assert_eq!(
         gpu.module.in_text.load(SeqCst),
         0,
@@ -1040,4 +1082,13 @@ fn modern_persistent_registration_survives_a_free() {
 #[test]
 fn mid_persistent_registration_survives_a_free() {
     race("mid persistent", Model::new(Mid, Persistent));
+}
+
+#[test]
+fn modern_revocable_bad_page_table_is_unpinned_while_a_free_races() {
+    let model = Model {
+        table_check_fails: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, page table fails the check", model);
 }
