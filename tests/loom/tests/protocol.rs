@@ -35,7 +35,10 @@
 //! freed table or mapping, no invalidation dropped while the NIC may use
 //! the pages, every pin put exactly once (a late put after the callback at
 //! most once), the driver's reference to the pin dropped exactly once,
-//! `release` called once, no module text freed while a callback runs in it.
+//! `release` called once, no module text freed while a callback runs in it,
+//! and no call refused as out of order (no modelled core calls out of
+//! order; the driver calls back after the unpin only when that unpin
+//! failed).
 //!
 //! Bound: loom's preemption bound is 4 (`MODEL_PREEMPTIONS`): every
 //! schedule of the two threads with at most four forced switches between
@@ -58,6 +61,7 @@ use loom::thread;
 
 use peermem_core::client::{self, BuildError, Env, Invalidator, MapError, Note, Registration};
 use peermem_core::protocol::{self, Driver, PinKind, PinLock, PinState, Threads};
+use peermem_core::state::{Event, Phase};
 
 const MODEL_PREEMPTIONS: usize = 4;
 const VA: u64 = 0x7f40_0000_0000;
@@ -103,6 +107,10 @@ struct Model {
     load_window: bool,
     /// The page table fails the client's check: `acquire` unpins it again.
     table_check_fails: bool,
+    /// The core releases the registration still mapped, without `dma_unmap`
+    /// or `put_pages` (the state machine's Release from Mapped, which no
+    /// MOFED generation takes).
+    release_mapped: bool,
 }
 
 impl Model {
@@ -120,6 +128,7 @@ impl Model {
             unload: false,
             load_window: false,
             table_check_fails: false,
+            release_mapped: false,
         }
     }
 }
@@ -276,6 +285,11 @@ impl Gpu {
             reference.is_some(),
             "the driver's reference to the pin dropped twice"
         );
+    }
+
+    /// Whether a put of a live pin failed (the driver may call back after it).
+    fn put_failed(&self) -> bool {
+        self.tables.lock().unwrap().iter().any(|t| t.put_failed)
     }
 
     /// A read of the table or a mapping's addresses by the client.
@@ -618,8 +632,12 @@ impl Core {
 
     /// ib_dereg_mr: the HCA stops using the MR (UMR revoke, or the mkey
     /// destroyed), then ib_umem_release as each generation does it.
-    fn deregister(&self) {
+    fn deregister(&self, model: &Model) {
         self.nic_may_use.store(false, SeqCst);
+        if model.release_mapped {
+            self.release();
+            return;
+        }
         match self.generation {
             Generation::Modern | Generation::Mid => {
                 self.stop(self.mapping_lock.lock().unwrap());
@@ -685,7 +703,31 @@ impl Env for LoomEnv {
     type Sg = Sg;
     type Keep = ModuleRef;
 
-    fn note(_note: Note) {}
+    fn note(note: Note) {
+        if let Note::OutOfOrder(event, phase) = note {
+            OUT_OF_ORDER.with(|o| o.borrow_mut().push((event, phase)));
+        }
+    }
+}
+
+thread_local! {
+    /// The calls the client refused as out of order in this execution
+    /// (loom runs a model's threads on the test's thread).
+    static OUT_OF_ORDER: std::cell::RefCell<Vec<(Event, Phase)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Checks the calls refused as out of order in this execution: none, but
+/// the driver's callback after an unpin that failed (the driver kept the
+/// pin and its callback; the registration's teardown had ended).
+fn check_out_of_order(gpu: &Gpu) {
+    for (event, phase) in OUT_OF_ORDER.with(|o| std::mem::take(&mut *o.borrow_mut())) {
+        let late_callback = event == Event::CallbackBegin && phase == Phase::Done;
+        assert!(
+            late_callback && gpu.put_failed(),
+            "{event:?} refused as out of order in {phase:?}"
+        );
+    }
 }
 
 struct LoomThreads;
@@ -875,6 +917,7 @@ fn race(name: &str, model: Model) {
     builder.preemption_bound = Some(MODEL_PREEMPTIONS);
     let explored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         builder.check(move || {
+            OUT_OF_ORDER.with(|o| o.borrow_mut().clear());
             let module = Arc::new(Module::default());
             let gpu = Arc::new(Gpu::new(model, module.clone()));
             let client = Arc::new(ClientEntry::default());
@@ -891,14 +934,14 @@ fn race(name: &str, model: Model) {
                     // The second registration while the first one's pin is
                     // armed: its driver calls meet the first one's callback.
                     if model.second_pin && Core::register(&second, &gpu, model.kind, 1) {
-                        second.deregister();
+                        second.deregister(&model);
                     }
                     if active {
                         if model.load_window {
                             // The free lands while the registration is active.
                             gpu.free(0, &core.nic_may_use);
                         }
-                        core.deregister();
+                        core.deregister(&model);
                     }
                     if model.unload {
                         unload(&gpu);
@@ -934,6 +977,7 @@ fn race(name: &str, model: Model) {
             );
             core.check_end();
             assert_eq!(module.refs.load(SeqCst), 0, "a module reference leaked");
+            check_out_of_order(&gpu);
             counted.fetch_add(1, Relaxed);
         });
     }));
@@ -1091,4 +1135,13 @@ fn modern_revocable_bad_page_table_is_unpinned_while_a_free_races() {
         ..Model::new(Modern, Revocable)
     };
     race("modern revocable, page table fails the check", model);
+}
+
+#[test]
+fn modern_revocable_release_while_mapped_races_a_free() {
+    let model = Model {
+        release_mapped: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, released while mapped", model);
 }
