@@ -107,6 +107,9 @@ struct Model {
     load_window: bool,
     /// The page table fails the client's check: `acquire` unpins it again.
     table_check_fails: bool,
+    /// The driver refuses persistent pins (MIG, vGPU): the core asks the
+    /// next client, the revocable `nv_mem_fallback`.
+    no_persistent_api: bool,
     /// The core releases the registration still mapped, without `dma_unmap`
     /// or `put_pages` (the state machine's Release from Mapped, which no
     /// MOFED generation takes).
@@ -128,6 +131,7 @@ impl Model {
             unload: false,
             load_window: false,
             table_check_fails: false,
+            no_persistent_api: false,
             release_mapped: false,
         }
     }
@@ -247,7 +251,8 @@ impl Gpu {
 
     /// get_pages (with `data`, a reference to the pin, as the callback's
     /// data) / get_pages_persistent (`data` is `None`) of buffer `buffer`;
-    /// refused once the buffer is freed.
+    /// refused once the buffer is freed, and persistent pins refused by a
+    /// driver without the persistent API (`-ENOTSUPP`).
     fn pin(
         &self,
         data: Option<Arc<Pin>>,
@@ -260,6 +265,9 @@ impl Gpu {
             tables.push(TableState::default());
         }
         let t = &mut tables[buffer];
+        if data.is_none() && self.model.no_persistent_api {
+            return Err(-524);
+        }
         if self.buffers_freed.lock().unwrap().contains(&buffer) {
             // The driver forgets `data`: the reference is the client's.
             t.refused_ref = data;
@@ -555,7 +563,13 @@ impl Core {
             core.declined.store(true, SeqCst);
             return false;
         }
-        let Some(pin) = acquire(gpu, kind, buffer, core) else {
+        let acquired = acquire(gpu, kind, buffer, core).or_else(|| {
+            // The core asks the next client: behind the persistent nv_mem,
+            // the revocable nv_mem_fallback.
+            let fallback = gpu.model.no_persistent_api && kind == PinKind::Persistent;
+            fallback.then(|| acquire(gpu, PinKind::Revocable, buffer, core))?
+        });
+        let Some(pin) = acquired else {
             core.declined.store(true, SeqCst);
             return false;
         };
@@ -1135,6 +1149,24 @@ fn modern_revocable_bad_page_table_is_unpinned_while_a_free_races() {
         ..Model::new(Modern, Revocable)
     };
     race("modern revocable, page table fails the check", model);
+}
+
+#[test]
+fn modern_persistent_without_the_api_falls_back_while_a_free_races() {
+    let model = Model {
+        no_persistent_api: true,
+        ..Model::new(Modern, Persistent)
+    };
+    race("modern persistent, no persistent API", model);
+}
+
+#[test]
+fn mid_persistent_without_the_api_falls_back_while_a_free_races() {
+    let model = Model {
+        no_persistent_api: true,
+        ..Model::new(Mid, Persistent)
+    };
+    race("mid persistent, no persistent API", model);
 }
 
 #[test]
