@@ -310,6 +310,23 @@ mod tests {
     }
 
     #[test]
+    fn only_a_mapped_registration_forwards() {
+        // Before Mapped the core learns of the revocation from its failed
+        // dma_map; from Unmapped on it is deregistering (with the unpin
+        // under mapping_lock on 5.1 to 5.4-2: MOFED bug 2696789's deadlock
+        // if the forward waited for that lock).
+        for p in PHASES {
+            if let Ok((_, Action::ForwardInvalidation)) = step(p, Event::CallbackBegin) {
+                assert_eq!(p, Phase::Mapped);
+            }
+        }
+        assert_eq!(
+            step(Phase::Mapped, Event::CallbackBegin),
+            Ok((Phase::Revoking, Action::ForwardInvalidation))
+        );
+    }
+
+    #[test]
     fn only_pinned_phases_can_start_a_teardown() {
         for p in PHASES {
             for e in EVENTS {
