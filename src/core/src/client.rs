@@ -156,6 +156,8 @@ impl<E: Env> Registration<E> {
     }
 
     /// Where the registration is.
+    // Used by the host tests only.
+    #[cfg_attr(MODULE, allow(dead_code))]
     pub fn phase(&self) -> Phase {
         self.phase
     }

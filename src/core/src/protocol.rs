@@ -115,11 +115,6 @@ impl<D: Driver, O> PinState<D, O> {
         }
     }
 
-    /// Whether the driver revoked the pages.
-    pub fn is_revoked(&self) -> bool {
-        self.revoked
-    }
-
     /// The pinned table, unless revoked: readable while the lock is held.
     pub fn pages(&self) -> Option<D::Table> {
         self.pages.filter(|_| !self.revoked)

@@ -151,11 +151,15 @@ pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
 /// leaves the pages to the driver. (The glue tracks the unpin itself, with
 /// `putting` in `nvidia_p2p.rs`: a callback during it leaves the reference
 /// to the teardown, which takes it back whatever the unpin returned.)
+// Used by the host tests only.
+#[cfg_attr(MODULE, allow(dead_code))]
 pub fn callback_owns_reference(next: Phase) -> bool {
     matches!(next, Phase::Revoking | Phase::TearingDown { revoked: true })
 }
 
 /// Whether a phase still holds pages pinned in the driver.
+// Used by the host tests only.
+#[cfg_attr(MODULE, allow(dead_code))]
 pub fn holds_pin(phase: Phase) -> bool {
     matches!(
         phase,
