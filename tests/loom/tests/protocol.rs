@@ -1152,6 +1152,15 @@ fn modern_revocable_bad_page_table_is_unpinned_while_a_free_races() {
 }
 
 #[test]
+fn modern_persistent_bad_page_table_is_unpinned_while_a_free_races() {
+    let model = Model {
+        table_check_fails: true,
+        ..Model::new(Modern, Persistent)
+    };
+    race("modern persistent, page table fails the check", model);
+}
+
+#[test]
 fn modern_persistent_without_the_api_falls_back_while_a_free_races() {
     let model = Model {
         no_persistent_api: true,
