@@ -105,8 +105,8 @@ pub(crate) struct InvalidatorSlot {
 }
 
 // SAFETY: `func` is written once, by the core inside `register`, before the
-// handle is stored with release ordering; it is read only by `invalidate`
-// after an acquire load of a non-null handle.
+// handle is stored with release ordering; it is read only by `call`, with
+// a handle from an acquire load of a non-null handle ([`Published`]).
 unsafe impl Sync for InvalidatorSlot {}
 
 impl InvalidatorSlot {
@@ -119,24 +119,32 @@ impl InvalidatorSlot {
     }
 }
 
+/// A handle loaded from an [`InvalidatorSlot`], published.
+///
+/// # Invariants
+///
+/// Loaded non-null with acquire ordering (only `InvalidatorSlot::handle`
+/// makes one): the core's write of the slot's function happened before.
+#[derive(Clone, Copy)]
+pub(crate) struct Published(NonNull<c_void>);
+
 impl Invalidator for InvalidatorSlot {
-    fn ready(&self) -> bool {
-        !self.handle.load(Ordering::Acquire).is_null()
+    type Handle = Published;
+
+    fn handle(&self) -> Option<Published> {
+        // INVARIANT: loaded with acquire ordering, non-null.
+        NonNull::new(self.handle.load(Ordering::Acquire)).map(Published)
     }
 
-    fn invalidate(&self, core_context: u64) -> bool {
-        let handle = self.handle.load(Ordering::Acquire);
-        if handle.is_null() {
-            return false;
-        }
-        // SAFETY: see the `Sync` impl: the handle is published, so the
-        // core's write of `func` happened before.
+    fn call(&self, handle: Published, core_context: u64) -> bool {
+        // SAFETY: see the `Sync` impl: `handle` is published (type
+        // invariant), so the core's write of `func` happened before.
         let func = unsafe { *self.func.get() };
         match func {
             Some(f) => {
                 // SAFETY: the core's function with its own handle; the core
                 // ignores contexts it no longer knows.
-                unsafe { f(handle, core_context) };
+                unsafe { f(handle.0.as_ptr(), core_context) };
                 true
             }
             None => false,

@@ -17,26 +17,50 @@ use super::protocol::{
 use super::state::{step, Action, Event, Phase, Refusal};
 
 /// Where a revocable client's invalidations go: the RDMA core's entry point
-/// and the handle `ib_register_peer_memory_client` returned.
+/// and the handle `ib_register_peer_memory_client` returned, as the
+/// platform keeps them (the module's slot, written by the core during the
+/// registration). [`Invalidator::ready`] and [`Invalidator::invalidate`]
+/// are this crate's; the platform gives the handle and the call.
 pub trait Invalidator {
+    /// The handle `ib_register_peer_memory_client` returned.
+    type Handle: Copy;
+
+    /// The handle, once the registration returned it; `None` before, and
+    /// again after the client is unregistered.
+    fn handle(&self) -> Option<Self::Handle>;
+
+    /// Calls the core's invalidation entry with `handle` for its
+    /// registration `core_context`; `false` if the core gave none.
+    fn call(&self, handle: Self::Handle, core_context: u64) -> bool;
+
     /// Whether the handle is stored. MOFED's core lists the client before
     /// the registration returns the handle (`peer_mem.c`
     /// `ib_register_peer_memory_client`: `list_add_tail` under
     /// `peer_memory_mutex`, then `return`), so a registration may reach
     /// `acquire` before: declined until then, since its invalidation would
     /// have nowhere to go.
-    fn ready(&self) -> bool;
+    fn ready(&self) -> bool {
+        self.handle().is_some()
+    }
+
     /// Tells the core that its registration `core_context` was invalidated;
     /// `false` if the client is not registered.
-    fn invalidate(&self, core_context: u64) -> bool;
+    fn invalidate(&self, core_context: u64) -> bool {
+        match self.handle() {
+            Some(handle) => self.call(handle, core_context),
+            None => false,
+        }
+    }
 }
 
 impl<I: Invalidator + ?Sized> Invalidator for &I {
-    fn ready(&self) -> bool {
-        (**self).ready()
+    type Handle = I::Handle;
+
+    fn handle(&self) -> Option<I::Handle> {
+        (**self).handle()
     }
-    fn invalidate(&self, core_context: u64) -> bool {
-        (**self).invalidate(core_context)
+    fn call(&self, handle: I::Handle, core_context: u64) -> bool {
+        (**self).call(handle, core_context)
     }
 }
 

@@ -30,11 +30,12 @@ struct TestEnv;
 struct Slot(bool);
 
 impl Invalidator for Slot {
-    fn ready(&self) -> bool {
-        self.0
+    type Handle = ();
+    fn handle(&self) -> Option<()> {
+        self.0.then_some(())
     }
-    fn invalidate(&self, _core_context: u64) -> bool {
-        self.0
+    fn call(&self, _handle: (), _core_context: u64) -> bool {
+        true
     }
 }
 

@@ -691,14 +691,13 @@ impl Core {
 struct CoreRef(Arc<Core>);
 
 impl Invalidator for CoreRef {
-    fn ready(&self) -> bool {
-        self.0.client.handle_stored.load(SeqCst)
+    type Handle = ();
+
+    fn handle(&self) -> Option<()> {
+        self.0.client.handle_stored.load(SeqCst).then_some(())
     }
 
-    fn invalidate(&self, _core_context: u64) -> bool {
-        if !self.0.client.handle_stored.load(SeqCst) {
-            return false;
-        }
+    fn call(&self, _handle: (), _core_context: u64) -> bool {
         self.0.invalidate();
         true
     }
