@@ -78,6 +78,11 @@ BUGS = {
         "the revocable client accepts registrations before its handle is stored (client.rs `Registration::new`)",
         [(CORE + "client.rs", "is_some_and(|i| !i.ready())", "is_some_and(|i| !i.ready() && false)")],
     ),
+    "slot-ready-unregistered": (
+        "the invalidator slot says it is ready before its handle is stored (client.rs `Invalidator::ready`)",
+        [(CORE + "client.rs", "    fn ready(&self) -> bool {\n        self.handle().is_some()\n    }",
+          "    fn ready(&self) -> bool {\n        true\n    }")],
+    ),
     "map-waits-in-callback": (
         "the callback waits for a map in flight (the deadlock of 51's map-waits-lock)",
         [(CORE + "protocol.rs", "    while st.unmapping {", "    while st.unmapping || st.mapping_in_flight {")],
