@@ -49,7 +49,7 @@ use kernel::{new_condvar, new_mutex, try_pin_init};
 
 use crate::abi;
 use crate::peermem_core::client::{self, Registration};
-use crate::peermem_core::protocol::{self, Driver, PinLock, PinState};
+use crate::peermem_core::protocol::{self, Driver, NoMemory, PinFailure, PinLock, PinState};
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::version::{self, AbiError, PageTableAbi};
 
@@ -73,6 +73,20 @@ pub(crate) enum P2pError {
     Revoked,
     /// The pin has no pages (never pinned, or being torn down) or is already mapped.
     State,
+}
+
+impl P2pError {
+    /// The driver does not support this: `ENOTSUPP` (its refusal of
+    /// persistent pinning) or `EOPNOTSUPP`.
+    pub(crate) fn is_not_supported(&self) -> bool {
+        matches!(self, P2pError::Driver(e) if *e == ENOTSUPP || *e == eopnotsupp())
+    }
+}
+
+/// `EOPNOTSUPP`, which the kernel crate names from 7.3 on only.
+fn eopnotsupp() -> Error {
+    // CAST: a small errno constant.
+    Error::from_errno(-(bindings::EOPNOTSUPP as i32))
 }
 
 impl kernel::fmt::Display for P2pError {
@@ -236,24 +250,30 @@ impl<T: Owner> PinLock for GpuPin<T> {
         self.range.start()
     }
 
-    fn finish_unpin(&self, unpinned: protocol::Unpinned) {
-        if unpinned.drop_reference {
-            // SAFETY: every `GpuPin` lives in an `Arc` (`GpuPin::new`), so
-            // `self` is the pointer `pin()` handed the driver with its
-            // reference; the protocol says the callback will not run again
-            // and did not keep that reference.
-            drop(unsafe { Arc::from_raw(core::ptr::from_ref(self)) });
-        }
-        match unpinned.put {
-            Some(ret) if ret != 0 => {
-                pr_err!(
-                    "nvidia_p2p_put_pages of {:#x} failed: {}\n",
-                    self.range.start(),
-                    ret
-                );
-            }
-            _ => {}
-        }
+    fn drop_driver_reference(&self) {
+        // SAFETY: every `GpuPin` lives in an `Arc` (`GpuPin::new`), so
+        // `self` is the pointer `get_pages` handed the driver with its
+        // reference; the protocol drops it once, when the driver no longer
+        // holds it (it refused the pin, or an unpin took the reference
+        // back: the callback will not run again and did not keep it), and
+        // the caller holds another reference.
+        drop(unsafe { Arc::from_raw(core::ptr::from_ref(self)) });
+    }
+
+    fn put_failed(&self, ret: i32) {
+        pr_err!(
+            "nvidia_p2p_put_pages of {:#x} failed: {}\n",
+            self.range.start(),
+            ret
+        );
+    }
+
+    fn callback_dropped_reference(&self) {
+        // Before the drop, which may be the module's last reference: the
+        // exit that the drop allows reads it after `try_stop_module` saw
+        // the count at zero (`module_put` and that read are ordered by the
+        // refcount's fully ordered atomics).
+        CALLBACK_DROPPED_REFERENCE.store(true, Ordering::SeqCst);
     }
 }
 
@@ -276,11 +296,34 @@ impl<T: Owner> GpuPin<T> {
         self.range
     }
 
-    /// Pins the range in the driver and validates the page table.
+    /// Pins the range in the driver and validates the page table
+    /// ([`protocol::pin`]).
     ///
     /// Must not be called from atomic context. Called once, before the pin is
     /// shared; a revocable pin may be revoked from here on.
     pub(crate) fn pin(self: &Arc<Self>) -> Result<PinInfo, P2pError> {
+        let len = self.range.len();
+        protocol::pin(
+            &**self,
+            len,
+            || self.get_pages(),
+            // SAFETY: `protocol::pin` checks the table the driver just
+            // returned, under the pin's lock before accepting a callback:
+            // live, and not revoked.
+            |table| unsafe { check_page_table(table.0, len) },
+        )
+        .map_err(|e| match e {
+            PinFailure::Driver(e) => e,
+            PinFailure::NoTable => P2pError::Driver(EIO),
+            PinFailure::Revoked => P2pError::Revoked,
+            PinFailure::Check(e) => P2pError::Abi(e),
+        })
+    }
+
+    /// The driver's pin call. A revocable pin hands the driver a new
+    /// reference to itself, the free callback's data, which the protocol
+    /// drops again if the driver refuses ([`PinLock::drop_driver_reference`]).
+    fn get_pages(self: &Arc<Self>) -> Result<Option<PageTable>, P2pError> {
         let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
         let ret = match self.kind {
             // SAFETY: `table` is a valid out-pointer; the range is 64 KiB-aligned.
@@ -294,10 +337,11 @@ impl<T: Owner> GpuPin<T> {
             },
             PinKind::Revocable => {
                 // The driver holds this reference until put_pages returns or
-                // the callback ends; see `free_callback` and `finish_unpin`.
+                // the callback ends; see `free_callback` and
+                // `drop_driver_reference`.
                 let data = Arc::into_raw(self.clone()).cast_mut().cast::<c_void>();
                 // SAFETY: as above; `free_callback::<T>` matches `data`'s type.
-                let ret = unsafe {
+                unsafe {
                     abi::nvidia_p2p_get_pages(
                         0,
                         0,
@@ -307,41 +351,14 @@ impl<T: Owner> GpuPin<T> {
                         Some(free_callback::<T>),
                         data,
                     )
-                };
-                if ret != 0 {
-                    // SAFETY: the driver refused, so it kept no reference and
-                    // will never call back: `data` is ours again.
-                    drop(unsafe { Arc::from_raw(data.cast::<Self>()) });
                 }
-                ret
             }
         };
         if ret != 0 {
             return Err(P2pError::Driver(Error::from_errno(ret)));
         }
-        let Some(table) = NonNull::new(table) else {
-            return Err(P2pError::Driver(EIO));
-        };
         // INVARIANT: `table` came from a successful get_pages for this range.
-        let Some(mut st) = protocol::accept_pages(&**self, PageTable(table)) else {
-            // Revoked before we got here: the callback owns the driver's
-            // reference and the driver frees the table.
-            return Err(P2pError::Revoked);
-        };
-        // SAFETY: the driver just returned `table`; it is not revoked and the
-        // callback cannot complete while we hold the lock.
-        match unsafe { check_page_table(table, self.range.len()) } {
-            Ok(info) => {
-                st.owner.pinned(self.range.len());
-                Ok(info)
-            }
-            Err(e) => {
-                let teardown = st.take_teardown();
-                drop(st);
-                self.finish_unpin(teardown.unpin(&**self));
-                Err(P2pError::Abi(e))
-            }
-        }
+        Ok(NonNull::new(table).map(PageTable))
     }
 }
 
@@ -378,6 +395,7 @@ where
                 // and `entries` was checked against the pinned length.
                 let pages = unsafe {
                     let m = mapping.ptr.as_ptr();
+                    // CAST: a 32-bit count of entries fits usize.
                     core::slice::from_raw_parts((*m).dma_addresses, (*m).entries as usize)
                 };
                 build(pages, scratch)
@@ -453,7 +471,7 @@ static CALLBACK_DROPPED_REFERENCE: AtomicBool = AtomicBool::new(false);
 ///
 /// # Safety
 ///
-/// `data` is the reference `GpuPin::pin` handed to `nvidia_p2p_get_pages`.
+/// `data` is the reference `GpuPin::get_pages` handed to `nvidia_p2p_get_pages`.
 unsafe extern "C" fn free_callback<T: Owner>(data: *mut c_void) {
     let raw = data.cast::<GpuPin<T>>().cast_const();
     // SAFETY: `data` is the driver's reference to the pin, and only this
@@ -465,12 +483,9 @@ unsafe extern "C" fn free_callback<T: Owner>(data: *mut c_void) {
     // returns.
     let pin = unsafe { ArcBorrow::from_raw(raw) };
     if protocol::free_callback(&*pin) {
-        // Before the drop, which may be the module's last reference: the
-        // exit that the drop allows reads it after `try_stop_module` saw
-        // the count at zero (`module_put` and that read are ordered by the
-        // refcount's fully ordered atomics).
-        CALLBACK_DROPPED_REFERENCE.store(true, Ordering::SeqCst);
-        // SAFETY: the driver's reference, handed over to this callback.
+        // SAFETY: the driver's reference, handed over to this callback; the
+        // protocol recorded the drop for the module's exit, and `pin` is
+        // not used again.
         drop(unsafe { Arc::from_raw(raw) });
     }
 }
@@ -495,37 +510,38 @@ extern "C" fn never_called(_data: *mut c_void) {}
 /// the callbacks in flight and fails, silently (`p2p.c`
 /// `RmP2PGetInfoWithoutToken` finds no P2P info for the caller).
 pub(crate) fn wait_for_callbacks() {
-    if !CALLBACK_DROPPED_REFERENCE.load(Ordering::SeqCst) {
-        return;
-    }
-    // The allocations before the lock may fail: then try again.
-    for _ in 0..1000 {
-        let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
-        // SAFETY: a valid out-pointer and a callback that does nothing; the
-        // range is 64 KiB-aligned.
-        let ret = unsafe {
-            abi::nvidia_p2p_get_pages(
-                0,
-                0,
-                0,
-                GPU_PAGE_SIZE,
-                &mut table,
-                Some(never_called),
-                ptr::null_mut(),
-            )
-        };
-        if ret == 0 {
-            // Address 0 pinned after all: give it back.
-            // SAFETY: the table just returned for address 0; its callback
-            // does nothing.
-            unsafe { abi::nvidia_p2p_put_pages(0, 0, 0, table) };
-            return;
-        }
-        if ret != ENOMEM.to_errno() {
-            return;
-        }
-        crate::shim::sleep_briefly();
-    }
+    protocol::wait_for_callbacks(
+        CALLBACK_DROPPED_REFERENCE.load(Ordering::SeqCst),
+        || {
+            let mut table: *mut abi::nvidia_p2p_page_table = ptr::null_mut();
+            // SAFETY: a valid out-pointer and a callback that does nothing;
+            // the range is 64 KiB-aligned.
+            let ret = unsafe {
+                abi::nvidia_p2p_get_pages(
+                    0,
+                    0,
+                    0,
+                    GPU_PAGE_SIZE,
+                    &mut table,
+                    Some(never_called),
+                    ptr::null_mut(),
+                )
+            };
+            if ret == 0 {
+                // Address 0 pinned after all: give it back.
+                // SAFETY: the table just returned for address 0; its
+                // callback does nothing.
+                unsafe { abi::nvidia_p2p_put_pages(0, 0, 0, table) };
+            }
+            // The allocations before the lock may fail: then try again.
+            if ret == ENOMEM.to_errno() {
+                Err(NoMemory)
+            } else {
+                Ok(())
+            }
+        },
+        crate::shim::sleep_briefly,
+    );
 }
 
 /// A PCI device the RDMA core maps for.

@@ -4,25 +4,27 @@
 //!
 //! Layers, from the bottom: `abi` (generated bindings); the safe wrappers
 //! that own all `unsafe` (`nvidia_p2p`, `peer_mem`, `scatterlist`, `shim`,
-//! `stats`); the client logic (`client`, no `unsafe`); this module entry.
+//! `stats`); the client logic (`clients`, no `unsafe`); this module entry.
 //! The pure logic shared with the host tests is `peermem_core`.
 
 use kernel::prelude::*;
 
 mod abi;
-mod client;
+mod clients;
 mod nvidia_p2p;
 mod peer_mem;
 mod scatterlist;
 mod shim;
 mod stats;
 
-// Pure logic shared with the host tests; `pub` there is for the host library.
-#[allow(dead_code, unreachable_pub)]
+// Pure logic shared with the host tests; `pub` there is for the host
+// library, so none of it is reachable from here. What only the host tests
+// use is marked where it is defined (`cfg_attr(MODULE, allow(dead_code))`).
+#[allow(unreachable_pub)]
 #[path = "core/src/lib.rs"]
 mod peermem_core;
 
-use client::{Clients, Config};
+use clients::{Clients, Config};
 
 /// The module version (the repository's VERSION file).
 const VERSION: &str = env!("NVPM_VERSION");

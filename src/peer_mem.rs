@@ -105,8 +105,8 @@ pub(crate) struct InvalidatorSlot {
 }
 
 // SAFETY: `func` is written once, by the core inside `register`, before the
-// handle is stored with release ordering; it is read only by `invalidate`
-// after an acquire load of a non-null handle.
+// handle is stored with release ordering; it is read only by `call`, with
+// a handle from an acquire load of a non-null handle ([`Published`]).
 unsafe impl Sync for InvalidatorSlot {}
 
 impl InvalidatorSlot {
@@ -119,24 +119,32 @@ impl InvalidatorSlot {
     }
 }
 
+/// A handle loaded from an [`InvalidatorSlot`], published.
+///
+/// # Invariants
+///
+/// Loaded non-null with acquire ordering (only `InvalidatorSlot::handle`
+/// makes one): the core's write of the slot's function happened before.
+#[derive(Clone, Copy)]
+pub(crate) struct Published(NonNull<c_void>);
+
 impl Invalidator for InvalidatorSlot {
-    fn ready(&self) -> bool {
-        !self.handle.load(Ordering::Acquire).is_null()
+    type Handle = Published;
+
+    fn handle(&self) -> Option<Published> {
+        // INVARIANT: loaded with acquire ordering, non-null.
+        NonNull::new(self.handle.load(Ordering::Acquire)).map(Published)
     }
 
-    fn invalidate(&self, core_context: u64) -> bool {
-        let handle = self.handle.load(Ordering::Acquire);
-        if handle.is_null() {
-            return false;
-        }
-        // SAFETY: see the `Sync` impl: the handle is published, so the
-        // core's write of `func` happened before.
+    fn call(&self, handle: Published, core_context: u64) -> bool {
+        // SAFETY: see the `Sync` impl: `handle` is published (type
+        // invariant), so the core's write of `func` happened before.
         let func = unsafe { *self.func.get() };
         match func {
             Some(f) => {
                 // SAFETY: the core's function with its own handle; the core
                 // ignores contexts it no longer knows.
-                unsafe { f(handle, core_context) };
+                unsafe { f(handle.0.as_ptr(), core_context) };
                 true
             }
             None => false,
@@ -166,9 +174,14 @@ pub(crate) fn check_api() -> Result {
     if unsafe { abi::nvpm_peer_api_present() } {
         Ok(())
     } else {
-        // CAST: a small errno constant.
-        Err(Error::from_errno(-(bindings::ENOPKG as i32)))
+        Err(enopkg())
     }
+}
+
+/// `ENOPKG`, which the kernel crate does not name.
+fn enopkg() -> Error {
+    // CAST: a small errno constant.
+    Error::from_errno(-(bindings::ENOPKG as i32))
 }
 
 /// The name of the module providing the peer-memory API (`ib_core`).
@@ -233,6 +246,7 @@ impl Registration {
             Invalidation::Revocable { unmaps } => {
                 // Byte 15 marks the new-style client; ex_size and flags are
                 // only read when they are set (and must stay zero for 4.x).
+                // CAST: a small array length from peer_mem.h.
                 c.version[abi::IB_PEER_MEMORY_VER_MAX as usize - 1] = 1;
                 if unmaps {
                     client.ex_size = core::mem::size_of::<abi::peer_memory_client_ex>();

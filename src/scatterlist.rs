@@ -79,6 +79,7 @@ pub(crate) enum SgError {
 /// clean chunks of `size`; all of them owned by this value (`chunks[..taken]`
 /// were handed out).
 pub(crate) struct SgReserve {
+    // CAST: a small constant from shim.h.
     exact: [Option<NonNull<Sg>>; abi::NVPM_SG_EXACT_CLASSES as usize],
     chunks: KVec<NonNull<Sg>>,
     taken: usize,
@@ -90,6 +91,7 @@ impl SgReserve {
     pub(crate) fn new() -> Self {
         // INVARIANT: empty.
         Self {
+            // CAST: a small constant from shim.h.
             exact: [None; abi::NVPM_SG_EXACT_CLASSES as usize],
             chunks: KVec::new(),
             taken: 0,
@@ -452,6 +454,7 @@ impl<'a> SgChain<'a> {
             .and_then(|n| n.checked_add((self.chunks - 1) * self.size.entries()));
         let nents = count
             .and_then(|n| u32::try_from(n).ok())
+            // CAST: both constants fit u32.
             .filter(|n| *n > SG_EXACT_MAX as u32 && *n <= i32::MAX as u32)
             .ok_or(SgError::Failed(EINVAL))?;
         // SAFETY: more than `SG_EXACT_MAX` entries are written, the last

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * The part of nvidia_peermem that Rust cannot express on 7.3: the version
- * modinfo, the two read-only (0444) module parameters, checked when parsed,
- * the scatterlist slab caches (no kmem_cache abstraction yet) and wrappers of
- * static inline helpers.
+ * The part of nvidia_peermem that Rust cannot express on 7.3, and who wraps
+ * each part on the Rust side:
+ * - the version modinfo;
+ * - the two read-only (0444) module parameters, checked when parsed, the
+ *   rate limit of error lines and the debugfs statistics file (shim.rs);
+ * - the scatterlist slab caches, no kmem_cache abstraction yet
+ *   (scatterlist.rs);
+ * - the peer-memory API linked weakly, the name of the module providing it
+ *   and the DMA device's segment limit (peer_mem.rs);
+ * - to_pci_dev, a static inline helper (nvidia_p2p.rs).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 
-//! Safe wrappers over the module's own C shim (`src/shim.c`): the module
-//! parameters (C owns them: Rust parameters are not visible in sysfs), the
-//! shared rate limit for error lines, and the debugfs statistics file.
+//! Safe wrappers over part of the module's own C shim (`src/shim.c`): the
+//! module parameters (C owns them: Rust parameters are not visible in
+//! sysfs), the shared rate limit for error lines, and the debugfs
+//! statistics file; and the task helpers the client logic needs (its
+//! thread id, a short sleep). The shim's other parts are wrapped where
+//! their API is: the scatterlist caches in `scatterlist.rs`, the
+//! peer-memory API in `peer_mem.rs`, `to_pci_dev` in `nvidia_p2p.rs`.
 
 use crate::abi;
 

@@ -51,11 +51,13 @@ pub(crate) static STATS: Stats = Stats([const { AtomicU64::new(0) }; COUNT]);
 impl Stats {
     /// Adds `n` to `c`.
     pub(crate) fn add(&self, c: Counter, n: u64) {
+        // CAST: a counter's index.
         self.0[c as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Subtracts `n` from `c`.
     pub(crate) fn sub(&self, c: Counter, n: u64) {
+        // CAST: a counter's index.
         self.0[c as usize].fetch_sub(n, Ordering::Relaxed);
     }
 }
@@ -70,6 +72,7 @@ pub(crate) extern "C" fn nvpm_stat_count() -> c_uint {
 /// For the C shim's debugfs file: counter `i`'s name (NUL-terminated, static).
 #[no_mangle]
 pub(crate) extern "C" fn nvpm_stat_name(i: c_uint) -> *const c_char {
+    // CAST: c_uint fits usize.
     NAMES
         .get(i as usize)
         .map_or(core::ptr::null(), |n| n.as_char_ptr())
@@ -78,6 +81,7 @@ pub(crate) extern "C" fn nvpm_stat_name(i: c_uint) -> *const c_char {
 /// For the C shim's debugfs file: counter `i`'s value.
 #[no_mangle]
 pub(crate) extern "C" fn nvpm_stat_value(i: c_uint) -> u64 {
+    // CAST: c_uint fits usize.
     STATS
         .0
         .get(i as usize)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-"""Places each bug of BUGS in the shared client code (or the module's glue
-as the loom models mirror it), runs the loom models, reports which models
-fail and how fast, and puts the code back. tests/loom/README.md has the
-table this prints.
+"""Places each bug of BUGS in the shared client code (or the module's FFI
+calls as the loom models write them), runs the loom models and the core's
+own tests, reports which fail and how fast, and puts the code back.
+tests/loom/README.md has the table this prints.
 
     tests/loom/placed-bugs.py [NAME...]     # all bugs, or those named
 
@@ -13,6 +13,7 @@ changes (they are restored from memory afterwards, even on ^C).
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -43,10 +44,10 @@ BUGS = {
         [(CORE + "protocol.rs", "&& (ret == 0 || {", "&& (ret == 0 || false && {")],
     ),
     "client-lock-across-pin": (
-        "a client-wide lock held across the driver's pin in acquire and taken by the callback (loom glue)",
+        "a client-wide lock held across the driver's pin in acquire and taken by the callback (the FFI glue, as the loom glue mirrors it)",
         [
-            (LOOM, "    let table = gpu.pin(&pin, buffer, &core.nic_may_use)?;",
-             "    let held = gpu.client_lock.lock().unwrap();\n    let table = gpu.pin(&pin, buffer, &core.nic_may_use);\n    drop(held);\n    let table = table?;"),
+            (LOOM, "            gpu.pin(data, buffer, &core.nic_may_use)\n",
+             "            let held = gpu.client_lock.lock().unwrap();\n            let table = gpu.pin(data, buffer, &core.nic_may_use);\n            drop(held);\n            table\n"),
             (LOOM, "fn free_callback(pin: &Pin) {\n", "fn free_callback(pin: &Pin) {\n    drop(pin.gpu.client_lock.lock().unwrap());\n"),
         ],
     ),
@@ -69,12 +70,17 @@ BUGS = {
         [(CORE + "protocol.rs", "        let drop_reference = kind == PinKind::Revocable\n            &&", "        let drop_reference = true\n            &&")],
     ),
     "exit-skips-callbacks": (
-        "the module's exit does not wait for the callbacks in flight (nvidia_peermem.rs exit, as the loom glue mirrors it)",
-        [(LOOM, "    if gpu.module.callback_dropped.load(SeqCst) {", "    if gpu.module.callback_dropped.load(SeqCst) && false {")],
+        "the module's exit does not wait for the callbacks in flight (protocol.rs `wait_for_callbacks`)",
+        [(CORE + "protocol.rs", "    if !dropped {\n        return;\n    }", "    if !dropped || true {\n        return;\n    }")],
     ),
     "acquire-before-handle": (
         "the revocable client accepts registrations before its handle is stored (client.rs `Registration::new`)",
         [(CORE + "client.rs", "is_some_and(|i| !i.ready())", "is_some_and(|i| !i.ready() && false)")],
+    ),
+    "slot-ready-unregistered": (
+        "the invalidator slot says it is ready before its handle is stored (client.rs `Invalidator::ready`)",
+        [(CORE + "client.rs", "    fn ready(&self) -> bool {\n        self.handle().is_some()\n    }",
+          "    fn ready(&self) -> bool {\n        true\n    }")],
     ),
     "map-waits-in-callback": (
         "the callback waits for a map in flight (the deadlock of 51's map-waits-lock)",
@@ -99,11 +105,46 @@ BUGS = {
              "let begin = |reg: &mut Registration<E>| {\n        match reg.apply(Event::MapBegin) {\n            Err(Refusal::Revoked) => Ok(()),\n            r => r.map(|_| ()),\n        }\n    };"),
         ],
     ),
+    "teardown-ends-before-unpin": (
+        "a teardown ends (the registration Done) before its unpin (protocol.rs `Teardown::run`)",
+        [(CORE + "protocol.rs", "        let unpinned = self.unpin(pin);\n        pin.lock().owner.teardown_end();",
+          "        pin.lock().owner.teardown_end();\n        let unpinned = self.unpin(pin);")],
+    ),
+    "release-mapped-refused": (
+        "a Release step while Mapped is refused instead of tearing down (state.rs `step`)",
+        [(CORE + "state.rs", "(P::Pinned | P::Bound | P::Mapped | P::Unmapped, E::Release) => {",
+          "(P::Pinned | P::Bound | P::Unmapped, E::Release) => {")],
+    ),
+    "unmap-steps-release": (
+        "dma_unmap takes a Release step, while Mapped (client.rs `dma_unmap`)",
+        [(CORE + "client.rs", "pin.lock().owner.apply(Event::Unmap).map(|_| ())",
+          "pin.lock().owner.apply(Event::Release).map(|_| ())")],
+    ),
+    "forward-unmapped": (
+        "an invalidation is forwarded while Unmapped (state.rs `step`)",
+        [(CORE + "state.rs",
+          "        (P::Mapped, E::CallbackBegin) => (P::Revoking, A::ForwardInvalidation),\n        (P::Pinned | P::Bound | P::Mapping | P::Unmapped, E::CallbackBegin) => {",
+          "        (P::Mapped | P::Unmapped, E::CallbackBegin) => (P::Revoking, A::ForwardInvalidation),\n        (P::Pinned | P::Bound | P::Mapping, E::CallbackBegin) => {")],
+    ),
+    "refused-pin-keeps-reference": (
+        "a revocable pin the driver refused keeps the reference it handed the driver (protocol.rs `pin`)",
+        [(CORE + "protocol.rs", "            if pin.kind() == PinKind::Revocable {\n                // The driver refused,",
+          "            if false {\n                // The driver refused,")],
+    ),
+    "bad-table-kept": (
+        "a page table that fails the check is not unpinned (protocol.rs `pin`)",
+        [(CORE + "protocol.rs", "            finish_unpin(pin, teardown.unpin(pin));\n            Err(PinFailure::Check(e))",
+          "            drop(teardown);\n            Err(PinFailure::Check(e))")],
+    ),
     "put-unparked": (
         "put_pages unpins at once instead of parking the unpin until release (client.rs `end_of_use`): expected to pass, item 5",
         [(CORE + "client.rs", "if pin.kind() == PinKind::Revocable && event == Event::PutPages {", "if false {")],
     ),
 }
+
+
+# The executions of a finding of the core's tests (not a loom model).
+UNIT = -2
 
 
 def run_models():
@@ -117,7 +158,8 @@ def run_models():
     )
     exe = None
     for line in build.stdout.splitlines():
-        if '"executable":"' in line and "protocol" in line:
+        # The models' test target, not the crate's (empty) library tests.
+        if '"executable":"' in line and '"kind":["test"]' in line and '"name":"protocol"' in line:
             exe = re.search(r'"executable":"([^"]+)"', line).group(1)
     if not exe:
         raise SystemExit("placed-bugs: the loom models do not build:\n" + build.stderr[-3000:])
@@ -146,6 +188,31 @@ def run_models():
             deadlock = deadlock or "deadlock" in out.lower()
         elif m:
             models[m.group(1)] = (int(m.group(2)), float(m.group(3)), False)
+    # The core's own tests, the state machine's table among them: a bug no
+    # interleaving shows may break a rule they state.
+    t0 = time.time()
+    # In a session of its own: a test that waits for itself (a placed
+    # deadlock) never returns, and its binary goes with cargo's group.
+    p = subprocess.Popen(["cargo", "test", "--color", "never", "-p", "peermem-core"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=300)
+        unit = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        unit = None
+        rc = 124
+        models["core tests (hung: a deadlock)"] = (UNIT, time.time() - t0, True)
+    if unit is not None and unit.returncode != 0:
+        rc = unit.returncode
+        failed = re.findall(r"^test (\S+) \.\.\. FAILED$", unit.stdout, re.M)
+        for test in failed or ["(does not build)"]:
+            models[f"core test {test}"] = (UNIT, time.time() - t0, True)
+        panic = re.search(r"panicked at [^\n]*\n([^\n]*)", unit.stdout + unit.stderr)
+        if panic and not first:
+            first = panic.group(1)
     return rc, models, first, deadlock, ""
 
 
@@ -170,7 +237,9 @@ def main():
             print(f"## {name}: {what}")
             print(f"   rc={rc}, {time.time() - t0:.0f} s for all models; first report: {panic.strip()[:200]}{' (loom: deadlock)' if deadlock else ''}")
             for n, (ex, sec, _) in failed:
-                done = f"after {ex} executions, " if ex >= 0 else "(process aborted on the deadlock) "
+                done = ("after {ex} executions, " if ex >= 0 else
+                        "(a test of the core) " if ex == UNIT else
+                        "(process aborted on the deadlock) ").format(ex=ex)
                 print(f"   caught by {n}: {done}{sec:.2f} s")
             if not failed:
                 print("   caught by no model")

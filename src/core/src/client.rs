@@ -6,7 +6,7 @@
 //! the reference), where the invalidation goes, the unpin parked from
 //! `put_pages` until `release`, and the map's undo paths.
 //!
-//! The module (`src/client.rs`) and the loom models (`tests/loom`) run this
+//! The module (`src/clients.rs`) and the loom models (`tests/loom`) run this
 //! same code; each gives it its platform ([`Env`]: threads, the core's
 //! invalidation entry, the scatterlist, what keeps the module loaded, the
 //! statistics) and its pin ([`PinLock`]).
@@ -17,26 +17,50 @@ use super::protocol::{
 use super::state::{step, Action, Event, Phase, Refusal};
 
 /// Where a revocable client's invalidations go: the RDMA core's entry point
-/// and the handle `ib_register_peer_memory_client` returned.
+/// and the handle `ib_register_peer_memory_client` returned, as the
+/// platform keeps them (the module's slot, written by the core during the
+/// registration). [`Invalidator::ready`] and [`Invalidator::invalidate`]
+/// are this crate's; the platform gives the handle and the call.
 pub trait Invalidator {
+    /// The handle `ib_register_peer_memory_client` returned.
+    type Handle: Copy;
+
+    /// The handle, once the registration returned it; `None` before, and
+    /// again after the client is unregistered.
+    fn handle(&self) -> Option<Self::Handle>;
+
+    /// Calls the core's invalidation entry with `handle` for its
+    /// registration `core_context`; `false` if the core gave none.
+    fn call(&self, handle: Self::Handle, core_context: u64) -> bool;
+
     /// Whether the handle is stored. MOFED's core lists the client before
     /// the registration returns the handle (`peer_mem.c`
     /// `ib_register_peer_memory_client`: `list_add_tail` under
     /// `peer_memory_mutex`, then `return`), so a registration may reach
     /// `acquire` before: declined until then, since its invalidation would
     /// have nowhere to go.
-    fn ready(&self) -> bool;
+    fn ready(&self) -> bool {
+        self.handle().is_some()
+    }
+
     /// Tells the core that its registration `core_context` was invalidated;
     /// `false` if the client is not registered.
-    fn invalidate(&self, core_context: u64) -> bool;
+    fn invalidate(&self, core_context: u64) -> bool {
+        match self.handle() {
+            Some(handle) => self.call(handle, core_context),
+            None => false,
+        }
+    }
 }
 
 impl<I: Invalidator + ?Sized> Invalidator for &I {
-    fn ready(&self) -> bool {
-        (**self).ready()
+    type Handle = I::Handle;
+
+    fn handle(&self) -> Option<I::Handle> {
+        (**self).handle()
     }
-    fn invalidate(&self, core_context: u64) -> bool {
-        (**self).invalidate(core_context)
+    fn call(&self, handle: I::Handle, core_context: u64) -> bool {
+        (**self).call(handle, core_context)
     }
 }
 
@@ -101,6 +125,39 @@ pub enum NotReady {
     Unregistered,
 }
 
+/// Why [`acquire`] declined a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decline<A, F> {
+    /// The module is going away: no reference on it could be taken.
+    Unloading,
+    /// [`Registration::new`] declined.
+    NotReady(NotReady),
+    /// The pin could not be made (`A`: why).
+    NoPin(A),
+    /// Pinning failed (`F`: why; see [`protocol::pin`]).
+    Pin(F),
+}
+
+/// `acquire`: claims a range by pinning it. Takes a reference on the
+/// module with `keep` (none while it is going away: declined), makes the
+/// registration's state ([`Registration::new`], invalidated through
+/// `invalidator` if revocable), puts it in a new pin with `new_pin`, and
+/// pins with `pin_pages` (the platform's [`protocol::pin`]). On success the
+/// pin is the registration's context, with what `pin_pages` returned; on a
+/// decline everything taken is dropped again, the module reference last.
+pub fn acquire<E: Env, P, A, I, F>(
+    invalidator: Option<E::Invalidator>,
+    keep: impl FnOnce() -> Option<E::Keep>,
+    new_pin: impl FnOnce(Registration<E>) -> Result<P, A>,
+    pin_pages: impl FnOnce(&P) -> Result<I, F>,
+) -> Result<(P, I), Decline<A, F>> {
+    let keep = keep().ok_or(Decline::Unloading)?;
+    let state = Registration::new(invalidator, keep).map_err(Decline::NotReady)?;
+    let pin = new_pin(state).map_err(Decline::NoPin)?;
+    let info = pin_pages(&pin).map_err(Decline::Pin)?;
+    Ok((pin, info))
+}
+
 impl<E: Env> Registration<E> {
     /// The state of a registration about to be pinned, invalidated through
     /// `invalidator` if it is revocable. Declined while the invalidator has
@@ -123,6 +180,8 @@ impl<E: Env> Registration<E> {
     }
 
     /// Where the registration is.
+    // Used by the host tests only.
+    #[cfg_attr(MODULE, allow(dead_code))]
     pub fn phase(&self) -> Phase {
         self.phase
     }
@@ -386,7 +445,7 @@ pub fn release<E: Env, L: PinLock<Owner = Registration<E>>>(pin: &L) {
     let parked = st.take_parked_teardown();
     end_of_use(pin, st, Event::Release);
     if let Some(teardown) = parked {
-        pin.finish_unpin(teardown.run(pin));
+        teardown.run(pin);
     }
     drop(sg);
     E::note(Note::Released);
@@ -412,5 +471,5 @@ fn end_of_use<E: Env, L: PinLock<Owner = Registration<E>>>(
     }
     let teardown = st.take_teardown();
     drop(st);
-    pin.finish_unpin(teardown.run(pin));
+    teardown.run(pin);
 }

@@ -119,11 +119,6 @@ impl<D: Driver, O> PinState<D, O> {
         }
     }
 
-    /// Whether the driver revoked the pages.
-    pub fn is_revoked(&self) -> bool {
-        self.revoked
-    }
-
     /// The pinned table, unless revoked: readable while the lock is held.
     pub fn pages(&self) -> Option<D::Table> {
         self.pages.filter(|_| !self.revoked)
@@ -189,10 +184,21 @@ pub trait PinLock {
     fn kind(&self) -> PinKind;
     /// The pinned range's start.
     fn va(&self) -> u64;
-    /// What a teardown's unpin did ([`Teardown::run`], [`Teardown::unpin`]):
-    /// drops the reference the pin handed the driver if `unpinned` says it
-    /// is the caller's, and reports a failed unpin.
-    fn finish_unpin(&self, unpinned: Unpinned);
+    /// Drops the reference to the pin that a revocable pin handed the
+    /// driver as its free callback's data, when the protocol knows that
+    /// the driver no longer holds it: a pin the driver refused ([`pin`]), or
+    /// an unpin that took it back ([`finish_unpin`]). Never the pin's last
+    /// reference: the caller holds another. (The free callback's own
+    /// reference, which may be the last, is dropped by the platform's
+    /// callback after [`free_callback`] returns.)
+    fn drop_driver_reference(&self);
+    /// Reports a failed unpin: the driver's answer `ret` to the put.
+    fn put_failed(&self, ret: i32);
+    /// A free callback is about to drop the driver's reference to the pin,
+    /// perhaps the pin's last, and with it what keeps the module loaded:
+    /// the module's exit must then wait for the callbacks in flight
+    /// ([`wait_for_callbacks`]).
+    fn callback_dropped_reference(&self);
 }
 
 /// Why a map failed.
@@ -215,6 +221,66 @@ pub type ErrorOf<L> = <<L as PinLock>::Driver as Driver>::Error;
 /// What [`map`] did.
 pub type MapOutcome<L> = Result<(), MapFailure<ErrorOf<L>>>;
 
+/// Why [`pin`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinFailure<E, C> {
+    /// The driver refused to pin.
+    Driver(E),
+    /// The driver pinned but returned no table.
+    NoTable,
+    /// A free callback revoked the pages before they were accepted.
+    Revoked,
+    /// The page table failed `check`: unpinned again.
+    Check(C),
+}
+
+/// Pins the range: `get` is the driver's pin call (`get_pages` with a new
+/// reference to the pin as the free callback's data for a revocable pin,
+/// `get_pages_persistent` otherwise); then the table is accepted and
+/// checked by `check` under the pin's lock, before a callback can complete
+/// (it waits for the lock). A table that fails the check is unpinned again.
+/// `len` bytes are noted as pinned ([`PinOwner::pinned`]) on success.
+///
+/// Called once, before the pin is shared; a revocable pin may be revoked
+/// from the moment `get` took the driver's API lock.
+pub fn pin<L: PinLock, I, C>(
+    pin: &L,
+    len: u64,
+    get: impl FnOnce() -> Result<Option<TableOf<L>>, ErrorOf<L>>,
+    check: impl FnOnce(TableOf<L>) -> Result<I, C>,
+) -> Result<I, PinFailure<ErrorOf<L>, C>> {
+    let table = match get() {
+        Ok(Some(table)) => table,
+        // Pinned all the same: the driver keeps its reference.
+        Ok(None) => return Err(PinFailure::NoTable),
+        Err(e) => {
+            if pin.kind() == PinKind::Revocable {
+                // The driver refused, so it kept no reference and will
+                // never call back.
+                pin.drop_driver_reference();
+            }
+            return Err(PinFailure::Driver(e));
+        }
+    };
+    let Some(mut st) = accept_pages(pin, table) else {
+        // Revoked before we got here: the callback owns the driver's
+        // reference and the driver frees the table.
+        return Err(PinFailure::Revoked);
+    };
+    match check(table) {
+        Ok(info) => {
+            st.owner.pinned(len);
+            Ok(info)
+        }
+        Err(e) => {
+            let teardown = st.take_teardown();
+            drop(st);
+            finish_unpin(pin, teardown.unpin(pin));
+            Err(PinFailure::Check(e))
+        }
+    }
+}
+
 /// Records a pin's table just returned by the driver and returns the lock,
 /// held; `None` if a callback revoked the pin already (then the callback
 /// owns the driver's reference and the driver frees the table).
@@ -228,8 +294,11 @@ pub fn accept_pages<L: PinLock>(pin: &L, table: TableOf<L>) -> Option<L::Guard<'
 }
 
 /// The driver's free callback. Returns whether the callback owns the
-/// reference the pin handed the driver (then the caller drops it): always,
-/// unless a teardown is unpinning, which takes it back.
+/// reference the pin handed the driver: always, unless a teardown is
+/// unpinning, which takes it back. If it does, the platform's callback
+/// drops it once this returns, after every use of the pin (it may be the
+/// pin's last reference); the drop is recorded for the module's exit
+/// first ([`PinLock::callback_dropped_reference`]).
 pub fn free_callback<L: PinLock>(pin: &L) -> bool {
     let (followup, owns_reference) = {
         let mut st = pin.lock();
@@ -250,7 +319,44 @@ pub fn free_callback<L: PinLock>(pin: &L) -> bool {
         st = pin.wait_unmap(st);
     }
     st.owner.revoke_end();
+    drop(st);
+    if owns_reference {
+        pin.callback_dropped_reference();
+    }
     owns_reference
+}
+
+/// The driver's answer to the unpin of [`wait_for_callbacks`]: it could
+/// not allocate before taking its API lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoMemory;
+
+/// The module's exit, once no pin is armed (each holds a module
+/// reference, and the exit runs when none is left), so that no free
+/// callback starts afterwards: returns once every callback the driver
+/// began before has returned to the driver, if one dropped a pin's
+/// reference (`dropped`, from [`PinLock::callback_dropped_reference`]):
+/// its last instructions may still run in the module's text, and the
+/// driver holds no reference to the module for its callback.
+///
+/// `barrier` takes and drops the driver's API lock, which the driver
+/// holds across each callback and until the table is freed; it may fail
+/// to allocate before taking the lock ([`NoMemory`]): then it is tried
+/// again, up to 1000 times, with `pause` in between.
+pub fn wait_for_callbacks(
+    dropped: bool,
+    mut barrier: impl FnMut() -> Result<(), NoMemory>,
+    mut pause: impl FnMut(),
+) {
+    if !dropped {
+        return;
+    }
+    for _ in 0..1000 {
+        if barrier().is_ok() {
+            return;
+        }
+        pause();
+    }
 }
 
 /// An unmap started under the lock (`unmapping`) is over.
@@ -344,12 +450,26 @@ pub struct Unpinned {
     pub drop_reference: bool,
 }
 
+/// What a teardown's unpin did, carried out: reports a failed unpin and
+/// drops the reference the pin handed the driver if `unpinned` says it is
+/// the caller's.
+pub fn finish_unpin<L: PinLock>(pin: &L, unpinned: Unpinned) {
+    match unpinned.put {
+        Some(ret) if ret != 0 => pin.put_failed(ret),
+        _ => {}
+    }
+    if unpinned.drop_reference {
+        pin.drop_driver_reference();
+    }
+}
+
 impl<D: Driver> Teardown<D> {
-    /// [`Teardown::unpin`], then tells the owner the teardown ended.
-    pub fn run<L: PinLock<Driver = D>>(self, pin: &L) -> Unpinned {
+    /// [`Teardown::unpin`], then tells the owner the teardown ended, then
+    /// [`finish_unpin`].
+    pub fn run<L: PinLock<Driver = D>>(self, pin: &L) {
         let unpinned = self.unpin(pin);
         pin.lock().owner.teardown_end();
-        unpinned
+        finish_unpin(pin, unpinned);
     }
 
     /// Unmaps and unpins, unless a free callback revoked the pages since

@@ -56,16 +56,22 @@ impl GpuRange {
     }
 
     /// One past the last byte.
+    // Used by the host tests only.
+    #[cfg_attr(MODULE, allow(dead_code))]
     pub fn end(&self) -> u64 {
         self.start + self.len
     }
 
     /// Number of 64 KiB pages.
+    // Used by the host tests only.
+    #[cfg_attr(MODULE, allow(dead_code))]
     pub fn pages(&self) -> u64 {
         self.len >> GPU_PAGE_SHIFT
     }
 
     /// Whether `addr` lies inside the range.
+    // Used by the host tests only.
+    #[cfg_attr(MODULE, allow(dead_code))]
     pub fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr - self.start < self.len
     }
@@ -82,6 +88,8 @@ pub fn align_up(addr: u64) -> Option<u64> {
 }
 
 /// Whether `addr` is on a 64 KiB boundary.
+// Used by the host tests only.
+#[cfg_attr(MODULE, allow(dead_code))]
 pub fn is_aligned(addr: u64) -> bool {
     addr & GPU_PAGE_MASK == 0
 }

@@ -151,11 +151,15 @@ pub fn step(phase: Phase, event: Event) -> Result<(Phase, Action), Refusal> {
 /// leaves the pages to the driver. (The glue tracks the unpin itself, with
 /// `putting` in `nvidia_p2p.rs`: a callback during it leaves the reference
 /// to the teardown, which takes it back whatever the unpin returned.)
+// Used by the host tests only.
+#[cfg_attr(MODULE, allow(dead_code))]
 pub fn callback_owns_reference(next: Phase) -> bool {
     matches!(next, Phase::Revoking | Phase::TearingDown { revoked: true })
 }
 
 /// Whether a phase still holds pages pinned in the driver.
+// Used by the host tests only.
+#[cfg_attr(MODULE, allow(dead_code))]
 pub fn holds_pin(phase: Phase) -> bool {
     matches!(
         phase,
@@ -307,6 +311,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_a_mapped_registration_forwards() {
+        // Before Mapped the core learns of the revocation from its failed
+        // dma_map; from Unmapped on it is deregistering (with the unpin
+        // under mapping_lock on 5.1 to 5.4-2: MOFED bug 2696789's deadlock
+        // if the forward waited for that lock).
+        for p in PHASES {
+            if let Ok((_, Action::ForwardInvalidation)) = step(p, Event::CallbackBegin) {
+                assert_eq!(p, Phase::Mapped);
+            }
+        }
+        assert_eq!(
+            step(Phase::Mapped, Event::CallbackBegin),
+            Ok((Phase::Revoking, Action::ForwardInvalidation))
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use peermem_core::client::{
     self, BuildError, Env, Invalidator, MapError, NotReady, Note, Registration,
 };
-use peermem_core::protocol::{self, Driver, PinKind, PinLock, PinState, Threads, Unpinned};
+use peermem_core::protocol::{self, Driver, PinKind, PinLock, PinState, Threads};
 use peermem_core::state::{Phase, Refusal};
 
 thread_local! {
@@ -30,11 +30,12 @@ struct TestEnv;
 struct Slot(bool);
 
 impl Invalidator for Slot {
-    fn ready(&self) -> bool {
-        self.0
+    type Handle = ();
+    fn handle(&self) -> Option<()> {
+        self.0.then_some(())
     }
-    fn invalidate(&self, _core_context: u64) -> bool {
-        self.0
+    fn call(&self, _handle: (), _core_context: u64) -> bool {
+        true
     }
 }
 
@@ -123,7 +124,9 @@ impl PinLock for Pin {
     fn va(&self) -> u64 {
         0
     }
-    fn finish_unpin(&self, _unpinned: Unpinned) {}
+    fn drop_driver_reference(&self) {}
+    fn put_failed(&self, _ret: i32) {}
+    fn callback_dropped_reference(&self) {}
 }
 
 /// A revocable pin, pinned and bound, leaked for the callback's access.

@@ -2,7 +2,7 @@
 
 //! Every interleaving of a registration, a deregistration and a `cudaFree`,
 //! explored with loom over the module's own client code
-//! (`peermem_core::client`, `protocol` and `state`: what `src/client.rs`
+//! (`peermem_core::client`, `protocol` and `state`: what `src/clients.rs`
 //! and `src/nvidia_p2p.rs` run), against models of the two foreign parties
 //! written from NVIDIA's open kernel modules 595.45.04 (`nv-p2p.c`, RM's
 //! `rm_p2p_*`) and MOFED's `drivers/infiniband/core/peer_mem.c` (OFED
@@ -22,16 +22,25 @@
 //!   of the umem's client pointer (`peer_mem.c` `ib_peer_umem_release`),
 //!   which an invalidation still waiting for `mapping_lock` dereferences.
 //!
-//! What stays outside the shared code is the module's FFI glue, mirrored
-//! here in a few lines each: `acquire` (pin, then `accept_pages`),
-//! `free_callback` (drop the driver's reference if the protocol says so),
-//! and the module's exit (wait for the callbacks in flight).
+//! The module's FFI edges run the shared code too: `acquire`
+//! (`client::acquire`: the module reference, the registration, the pin
+//! with `protocol::pin`, which drops the driver's reference again if the
+//! driver refuses and unpins a table that fails the check), the free
+//! callback (`protocol::free_callback`), the finished unpin
+//! (`protocol::finish_unpin`) and the module's exit
+//! (`protocol::wait_for_callbacks`). What stays here is what the FFI calls
+//! themselves do: the driver's pin with its callback's data, the drop of
+//! the callback's reference after `free_callback` returns, the taking of
+//! the API lock at exit.
 //!
 //! Each execution asserts: no deadlock (loom fails on one), no use of a
 //! freed table or mapping, no invalidation dropped while the NIC may use
 //! the pages, every pin put exactly once (a late put after the callback at
 //! most once), the driver's reference to the pin dropped exactly once,
-//! `release` called once, no module text freed while a callback runs in it.
+//! `release` called once, no module text freed while a callback runs in it,
+//! and no call refused as out of order (no modelled core calls out of
+//! order; the driver calls back after the unpin only when that unpin
+//! failed).
 //!
 //! Bound: loom's preemption bound is 4 (`MODEL_PREEMPTIONS`): every
 //! schedule of the two threads with at most four forced switches between
@@ -53,9 +62,8 @@ use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 use loom::thread;
 
 use peermem_core::client::{self, BuildError, Env, Invalidator, MapError, Note, Registration};
-use peermem_core::protocol::{
-    self, Driver, PinKind, PinLock, PinOwner, PinState, Threads, Unpinned,
-};
+use peermem_core::protocol::{self, Driver, PinKind, PinLock, PinState, Threads};
+use peermem_core::state::{Event, Phase};
 
 const MODEL_PREEMPTIONS: usize = 4;
 const VA: u64 = 0x7f40_0000_0000;
@@ -99,6 +107,15 @@ struct Model {
     /// The module loads during the registration: MOFED's core lists the
     /// client before `ib_register_peer_memory_client` returns its handle.
     load_window: bool,
+    /// The page table fails the client's check: `acquire` unpins it again.
+    table_check_fails: bool,
+    /// The driver refuses persistent pins (MIG, vGPU): the core asks the
+    /// next client, the revocable `nv_mem_fallback`.
+    no_persistent_api: bool,
+    /// The core releases the registration still mapped, without `dma_unmap`
+    /// or `put_pages` (the state machine's Release from Mapped, which no
+    /// MOFED generation takes).
+    release_mapped: bool,
 }
 
 impl Model {
@@ -115,6 +132,9 @@ impl Model {
             second_pin: false,
             unload: false,
             load_window: false,
+            table_check_fails: false,
+            no_persistent_api: false,
+            release_mapped: false,
         }
     }
 }
@@ -178,6 +198,9 @@ struct TableState {
     /// The reference to the pin the driver got with the callback: the
     /// callback's data. Dropped by the callback or the unpin, never twice.
     driver_ref: Option<Arc<Pin>>,
+    /// The reference handed with a revocable pin the driver refused: the
+    /// client's again, to drop.
+    refused_ref: Option<Arc<Pin>>,
     /// Whether the NIC of the registration holding the pin may use the
     /// pages (the core's view): never while the driver unmaps or unpins.
     nic_may_use: Option<Arc<AtomicBool>>,
@@ -228,35 +251,55 @@ impl Gpu {
         }
     }
 
-    /// get_pages (with `pin` as the callback's data) / get_pages_persistent
-    /// of buffer `buffer`; refused once the buffer is freed.
-    fn pin(&self, pin: &Arc<Pin>, buffer: usize, nic: &Arc<AtomicBool>) -> Option<Table> {
+    /// get_pages (with `data`, a reference to the pin, as the callback's
+    /// data) / get_pages_persistent (`data` is `None`) of buffer `buffer`;
+    /// refused once the buffer is freed, and persistent pins refused by a
+    /// driver without the persistent API (`-ENOTSUPP`).
+    fn pin(
+        &self,
+        data: Option<Arc<Pin>>,
+        buffer: usize,
+        nic: &Arc<AtomicBool>,
+    ) -> Result<Option<Table>, i32> {
         let _api = self.api.lock().unwrap();
-        if self.buffers_freed.lock().unwrap().contains(&buffer) {
-            return None;
-        }
         let mut tables = self.tables.lock().unwrap();
         while tables.len() <= buffer {
             tables.push(TableState::default());
         }
         let t = &mut tables[buffer];
+        if data.is_none() && self.model.no_persistent_api {
+            return Err(-524);
+        }
+        if self.buffers_freed.lock().unwrap().contains(&buffer) {
+            // The driver forgets `data`: the reference is the client's.
+            t.refused_ref = data;
+            return Err(-22);
+        }
         t.pinned = true;
         t.nic_may_use = Some(nic.clone());
-        t.persistent = pin.kind == PinKind::Persistent;
-        if pin.kind == PinKind::Revocable {
-            t.driver_ref = Some(pin.clone());
+        t.persistent = data.is_none();
+        if data.is_some() {
+            t.driver_ref = data;
             t.callback_armed = true;
         }
-        Some(Table(buffer))
+        Ok(Some(Table(buffer)))
     }
 
-    /// The reference the pin handed the driver is dropped.
+    /// The reference the pin handed the driver is dropped: the one the
+    /// driver holds, or the one it refused.
     fn drop_driver_ref(&self, table: usize) {
-        let reference = self.tables.lock().unwrap()[table].driver_ref.take();
+        let mut tables = self.tables.lock().unwrap();
+        let t = &mut tables[table];
+        let reference = t.driver_ref.take().or_else(|| t.refused_ref.take());
         assert!(
             reference.is_some(),
             "the driver's reference to the pin dropped twice"
         );
+    }
+
+    /// Whether a put of a live pin failed (the driver may call back after it).
+    fn put_failed(&self) -> bool {
+        self.tables.lock().unwrap().iter().any(|t| t.put_failed)
     }
 
     /// A read of the table or a mapping's addresses by the client.
@@ -304,9 +347,10 @@ impl Gpu {
     /// Whether the driver took back every table and mapping.
     fn all_given_back(&self) -> bool {
         let tables = self.tables.lock().unwrap();
-        tables
-            .iter()
-            .all(|t| !t.pinned || (t.freed && t.mappings.is_empty() && t.driver_ref.is_none()))
+        tables.iter().all(|t| {
+            t.refused_ref.is_none()
+                && (!t.pinned || (t.freed && t.mappings.is_empty() && t.driver_ref.is_none()))
+        })
     }
 }
 
@@ -521,7 +565,13 @@ impl Core {
             core.declined.store(true, SeqCst);
             return false;
         }
-        let Some(pin) = acquire(gpu, kind, buffer, core) else {
+        let acquired = acquire(gpu, kind, buffer, core).or_else(|| {
+            // The core asks the next client: behind the persistent nv_mem,
+            // the revocable nv_mem_fallback.
+            let fallback = gpu.model.no_persistent_api && kind == PinKind::Persistent;
+            fallback.then(|| acquire(gpu, PinKind::Revocable, buffer, core))?
+        });
+        let Some(pin) = acquired else {
             core.declined.store(true, SeqCst);
             return false;
         };
@@ -598,8 +648,12 @@ impl Core {
 
     /// ib_dereg_mr: the HCA stops using the MR (UMR revoke, or the mkey
     /// destroyed), then ib_umem_release as each generation does it.
-    fn deregister(&self) {
+    fn deregister(&self, model: &Model) {
         self.nic_may_use.store(false, SeqCst);
+        if model.release_mapped {
+            self.release();
+            return;
+        }
         match self.generation {
             Generation::Modern | Generation::Mid => {
                 self.stop(self.mapping_lock.lock().unwrap());
@@ -639,14 +693,13 @@ impl Core {
 struct CoreRef(Arc<Core>);
 
 impl Invalidator for CoreRef {
-    fn ready(&self) -> bool {
-        self.0.client.handle_stored.load(SeqCst)
+    type Handle = ();
+
+    fn handle(&self) -> Option<()> {
+        self.0.client.handle_stored.load(SeqCst).then_some(())
     }
 
-    fn invalidate(&self, _core_context: u64) -> bool {
-        if !self.0.client.handle_stored.load(SeqCst) {
-            return false;
-        }
+    fn call(&self, _handle: (), _core_context: u64) -> bool {
         self.0.invalidate();
         true
     }
@@ -665,7 +718,31 @@ impl Env for LoomEnv {
     type Sg = Sg;
     type Keep = ModuleRef;
 
-    fn note(_note: Note) {}
+    fn note(note: Note) {
+        if let Note::OutOfOrder(event, phase) = note {
+            OUT_OF_ORDER.with(|o| o.borrow_mut().push((event, phase)));
+        }
+    }
+}
+
+thread_local! {
+    /// The calls the client refused as out of order in this execution
+    /// (loom runs a model's threads on the test's thread).
+    static OUT_OF_ORDER: std::cell::RefCell<Vec<(Event, Phase)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Checks the calls refused as out of order in this execution: none, but
+/// the driver's callback after an unpin that failed (the driver kept the
+/// pin and its callback; the registration's teardown had ended).
+fn check_out_of_order(gpu: &Gpu) {
+    for (event, phase) in OUT_OF_ORDER.with(|o| std::mem::take(&mut *o.borrow_mut())) {
+        let late_callback = event == Event::CallbackBegin && phase == Phase::Done;
+        assert!(
+            late_callback && gpu.put_failed(),
+            "{event:?} refused as out of order in {phase:?}"
+        );
+    }
 }
 
 struct LoomThreads;
@@ -719,33 +796,51 @@ impl PinLock for Pin {
         VA
     }
 
-    fn finish_unpin(&self, unpinned: Unpinned) {
-        if unpinned.drop_reference {
-            self.gpu.drop_driver_ref(self.table);
-        }
+    fn drop_driver_reference(&self) {
+        self.gpu.drop_driver_ref(self.table);
+    }
+
+    fn put_failed(&self, _ret: i32) {}
+
+    fn callback_dropped_reference(&self) {
+        self.gpu.module.callback_dropped.store(true, SeqCst);
     }
 }
 
-/// `client.rs` `acquire` with `nvidia_p2p.rs` `GpuPin::pin`: claims the
+/// `clients.rs` `acquire` with `nvidia_p2p.rs` `GpuPin::pin`: claims the
 /// range by pinning it; `None` if declined or revoked at once.
 fn acquire(gpu: &Arc<Gpu>, kind: PinKind, buffer: usize, core: &Arc<Core>) -> Option<Arc<Pin>> {
     let invalidator = (kind == PinKind::Revocable).then(|| CoreRef(core.clone()));
-    let keep = ModuleRef::get(&gpu.module)?;
-    let state = Registration::new(invalidator, keep).ok()?;
-    let pin = Arc::new(Pin {
-        gpu: gpu.clone(),
-        kind,
-        table: buffer,
-        state: Mutex::new(PinState::new(state)),
-        unmap_done: Condvar::new(),
-    });
-    let table = gpu.pin(&pin, buffer, &core.nic_may_use)?;
-    let mut st = protocol::accept_pages(&*pin, table)?;
-    // The page table is checked under the lock (`check_page_table`).
-    gpu.read(buffer);
-    st.owner.pinned(1);
-    drop(st);
-    Some(pin)
+    let new_pin = |state| {
+        Ok::<_, ()>(Arc::new(Pin {
+            gpu: gpu.clone(),
+            kind,
+            table: buffer,
+            state: Mutex::new(PinState::new(state)),
+            unmap_done: Condvar::new(),
+        }))
+    };
+    let pin_pages = |pin: &Arc<Pin>| {
+        // `GpuPin::get_pages`: a revocable pin hands the driver a new
+        // reference to itself, the callback's data.
+        let get = || {
+            let data = (kind == PinKind::Revocable).then(|| pin.clone());
+            gpu.pin(data, buffer, &core.nic_may_use)
+        };
+        // `check_page_table`: reads the table (under the pin's lock).
+        let check = |_: Table| {
+            gpu.read(buffer);
+            if gpu.model.table_check_fails {
+                Err(())
+            } else {
+                Ok(())
+            }
+        };
+        protocol::pin(&**pin, 1, get, check)
+    };
+    let keep = || ModuleRef::get(&gpu.module);
+    let acquired = client::acquire::<LoomEnv, _, _, _, _>(invalidator, keep, new_pin, pin_pages);
+    acquired.ok().map(|(pin, ())| pin)
 }
 
 fn pin_get_pages(pin: &Pin, core: &Arc<Core>) -> Result<(), ()> {
@@ -794,28 +889,30 @@ fn pin_release(ctx: Arc<Pin>) {
     client::release(&*ctx);
 }
 
-/// `nvidia_p2p.rs` `free_callback`: the driver's reference dropped if the
-/// protocol says the callback owns it.
+/// `nvidia_p2p.rs` `free_callback`: `protocol::free_callback`, then the
+/// callback's reference (its `Arc::from_raw`) dropped if it owns it.
 fn free_callback(pin: &Pin) {
     if protocol::free_callback(pin) {
-        pin.gpu.module.callback_dropped.store(true, SeqCst);
         pin.gpu.drop_driver_ref(pin.table);
     }
 }
 
 /// `nvidia_peermem.rs`'s exit once no reference holds the module (rmmod's
 /// `try_stop_module`): the clients are unregistered (every release
-/// returned), then, if a callback dropped a pin's reference, the driver's
-/// API lock is taken once (`nvidia_p2p.rs` `wait_for_callbacks`), then the
-/// text is freed.
+/// returned), then `protocol::wait_for_callbacks` (`nvidia_p2p.rs`
+/// `wait_for_callbacks`: the driver's API lock taken once if a callback
+/// dropped a pin's reference), then the text is freed.
 fn unload(gpu: &Gpu) {
     if gpu.module.refs.load(SeqCst) != 0 {
         return;
     }
     gpu.module.unloaded.store(true, SeqCst);
-    if gpu.module.callback_dropped.load(SeqCst) {
+    let barrier = || {
         drop(gpu.api.lock().unwrap());
-    }
+        Ok(())
+    };
+    let dropped = gpu.module.callback_dropped.load(SeqCst);
+    protocol::wait_for_callbacks(dropped, barrier, thread::yield_now);
     assert_eq!(
         gpu.module.in_text.load(SeqCst),
         0,
@@ -835,6 +932,7 @@ fn race(name: &str, model: Model) {
     builder.preemption_bound = Some(MODEL_PREEMPTIONS);
     let explored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         builder.check(move || {
+            OUT_OF_ORDER.with(|o| o.borrow_mut().clear());
             let module = Arc::new(Module::default());
             let gpu = Arc::new(Gpu::new(model, module.clone()));
             let client = Arc::new(ClientEntry::default());
@@ -851,14 +949,14 @@ fn race(name: &str, model: Model) {
                     // The second registration while the first one's pin is
                     // armed: its driver calls meet the first one's callback.
                     if model.second_pin && Core::register(&second, &gpu, model.kind, 1) {
-                        second.deregister();
+                        second.deregister(&model);
                     }
                     if active {
                         if model.load_window {
                             // The free lands while the registration is active.
                             gpu.free(0, &core.nic_may_use);
                         }
-                        core.deregister();
+                        core.deregister(&model);
                     }
                     if model.unload {
                         unload(&gpu);
@@ -894,6 +992,7 @@ fn race(name: &str, model: Model) {
             );
             core.check_end();
             assert_eq!(module.refs.load(SeqCst), 0, "a module reference leaked");
+            check_out_of_order(&gpu);
             counted.fetch_add(1, Relaxed);
         });
     }));
@@ -1042,4 +1141,49 @@ fn modern_persistent_registration_survives_a_free() {
 #[test]
 fn mid_persistent_registration_survives_a_free() {
     race("mid persistent", Model::new(Mid, Persistent));
+}
+
+#[test]
+fn modern_revocable_bad_page_table_is_unpinned_while_a_free_races() {
+    let model = Model {
+        table_check_fails: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, page table fails the check", model);
+}
+
+#[test]
+fn modern_persistent_bad_page_table_is_unpinned_while_a_free_races() {
+    let model = Model {
+        table_check_fails: true,
+        ..Model::new(Modern, Persistent)
+    };
+    race("modern persistent, page table fails the check", model);
+}
+
+#[test]
+fn modern_persistent_without_the_api_falls_back_while_a_free_races() {
+    let model = Model {
+        no_persistent_api: true,
+        ..Model::new(Modern, Persistent)
+    };
+    race("modern persistent, no persistent API", model);
+}
+
+#[test]
+fn mid_persistent_without_the_api_falls_back_while_a_free_races() {
+    let model = Model {
+        no_persistent_api: true,
+        ..Model::new(Mid, Persistent)
+    };
+    race("mid persistent, no persistent API", model);
+}
+
+#[test]
+fn modern_revocable_release_while_mapped_races_a_free() {
+    let model = Model {
+        release_mapped: true,
+        ..Model::new(Modern, Revocable)
+    };
+    race("modern revocable, released while mapped", model);
 }

@@ -22,7 +22,7 @@ use crate::nvidia_p2p::{GpuPin, P2pError, PinKind};
 use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration as Client, SgOut,
 };
-use crate::peermem_core::client::{self, BuildError, Env, MapError, Note, Registration};
+use crate::peermem_core::client::{self, BuildError, Decline, Env, MapError, Note, Registration};
 use crate::peermem_core::protocol::Threads;
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
@@ -90,23 +90,30 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
         return None;
     };
     let invalidator = (kind == PinKind::Revocable).then_some(&REVOCABLE_SLOT);
-    let Ok(state) = Registration::new(invalidator, ModuleRef::get()?) else {
-        // The core asks before our registration returned its handle.
-        STATS.add(Counter::Declines, 1);
-        if crate::shim::ratelimit() {
-            pr_info!(
-                "range at {:#x} declined: the revocable client is still registering\n",
-                range.start()
-            );
+    let acquired = client::acquire(
+        invalidator,
+        ModuleRef::get,
+        |state| GpuPin::new(range, kind, state),
+        GpuPin::pin,
+    );
+    match acquired {
+        Err(Decline::Unloading) => None,
+        Err(Decline::NotReady(_)) => {
+            // The core asks before our registration returned its handle.
+            STATS.add(Counter::Declines, 1);
+            if crate::shim::ratelimit() {
+                pr_info!(
+                    "range at {:#x} declined: the revocable client is still registering\n",
+                    range.start()
+                );
+            }
+            None
         }
-        return None;
-    };
-    let Ok(pin) = GpuPin::new(range, kind, state) else {
-        STATS.add(Counter::ErrorsAcquire, 1);
-        return None;
-    };
-    match pin.pin() {
-        Ok(info) => {
+        Err(Decline::NoPin(_)) => {
+            STATS.add(Counter::ErrorsAcquire, 1);
+            None
+        }
+        Ok((pin, info)) => {
             STATS.add(Counter::Registrations, 1);
             if !ABI_LOGGED.load(Ordering::Relaxed) && !ABI_LOGGED.swap(true, Ordering::Relaxed) {
                 pr_info!("NVIDIA driver page-table ABI {}\n", info.abi);
@@ -122,17 +129,11 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
             }
             Some(pin)
         }
-        Err(e) => {
+        Err(Decline::Pin(e)) => {
             decline(range, kind, e);
             None
         }
     }
-}
-
-/// `ENOTSUPP` (the driver's refusal of persistent pinning) or `EOPNOTSUPP`,
-/// compared by number: the kernel crate names `EOPNOTSUPP` from 7.3 on only.
-fn is_not_supported(e: Error) -> bool {
-    e == ENOTSUPP || e.to_errno() == -(kernel::bindings::EOPNOTSUPP as i32)
 }
 
 /// Accounts and explains a range this client does not take.
@@ -152,7 +153,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
                 );
             }
         }
-        P2pError::Driver(e) if is_not_supported(e) && kind == PinKind::Persistent => {
+        e if e.is_not_supported() && kind == PinKind::Persistent => {
             if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
                 pr_info!(
                     "persistent pinning refused (MIG, vGPU, or memory the driver keeps from RDMA such as localized memory on a coherent platform): registrations fall back to revocable pages\n"
@@ -161,7 +162,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
         }
         // p2p.c RmThirdPartyP2PNVLinkGetPages: NV_ERR_NOT_SUPPORTED for
         // localized memory over coherent (C2C) mappings.
-        P2pError::Driver(e) if is_not_supported(e) => {
+        e if e.is_not_supported() => {
             STATS.add(Counter::ErrorsAcquire, 1);
             if crate::shim::ratelimit() {
                 pr_err!(
@@ -250,7 +251,7 @@ fn map_failed(range: GpuRange, e: MapError<P2pError, Error>) -> Error {
                         e
                     )
                 }
-                MapError::Driver(P2pError::Driver(e)) if is_not_supported(e) => pr_err!(
+                MapError::Driver(e) if e.is_not_supported() => pr_err!(
                     "cannot map {:#x} for the NIC: the NVIDIA driver refused (-ENOTSUPP): on a Grace (TH500), Ampere Altra or AmpereOne chipset it allows GPUDirect RDMA only when GPU and NIC share a PCIe switch; put them under one switch, or set NVreg_GrdmaPciTopoCheckOverride=1 (nvidia module option) if this platform's PCIe P2P is known good (2 refuses every PCIe GPU)\n",
                     start
                 ),
