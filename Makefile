@@ -342,6 +342,7 @@ install-dkms:
 	install -D -m 0755 scripts/rust-headers.sh $(DESTDIR)$(LIBDIR_NVPM)/rust-headers
 	install -D -m 0755 packaging/dkms-ready.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-ready
 	install -D -m 0755 packaging/dkms-rebuild.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-rebuild
+	install -D -m 0644 packaging/dkms-post-transaction.conf $(DESTDIR)/etc/dkms/framework.conf.d/nvidia-peer-memory.conf
 	install -D -m 0755 packaging/kernel-postrm.sh $(DESTDIR)/etc/kernel/postrm.d/nvidia-peer-memory
 
 install-utils:

@@ -8,9 +8,12 @@
 # packages' triggers run it on NVIDIA driver and OFED upgrades (kernel
 # upgrades are DKMS's own autoinstall). Installed as /usr/lib/nvidia-peer-memory/dkms-rebuild.
 #
-#   dkms-rebuild            rebuild where the inputs changed
-#   dkms-rebuild --force    rebuild for every kernel
-#   dkms-rebuild --record   remember the current inputs, build nothing
+#   dkms-rebuild              rebuild where the inputs changed
+#   dkms-rebuild --after-dkms MODULE
+#                             the same, quietly, as DKMS's post_transaction
+#                             command (/etc/dkms/framework.conf.d/nvidia-peer-memory.conf)
+#   dkms-rebuild --force      rebuild for every kernel
+#   dkms-rebuild --record     remember the current inputs, build nothing
 #
 # Never fails: the new build is tried in a scratch DKMS tree first; when it
 # fails, that is reported (log in /var/lib/nvidia-peer-memory) and the
@@ -19,6 +22,20 @@ NAME=nvidia-peer-memory
 STATE=${NVPM_STATE:-/var/lib/nvidia-peer-memory/inputs}
 PATH=$PATH:/usr/sbin:/sbin
 mode=${1:-changed}
+# Our own DKMS calls end in DKMS's post_transaction command too: it does
+# nothing inside a rebuild.
+[ -z "${NVPM_IN_REBUILD:-}" ] || exit 0
+export NVPM_IN_REBUILD=1
+# As DKMS's post_transaction command (its $2 the module DKMS worked on)
+# its output goes to DKMS's log, not to the admin: after another module's
+# transaction it only rebuilds what now builds, and leaves every warning
+# (and the record of a failure, which would silence it) to the trigger;
+# after ours, our package's scripts do the rest.
+after_dkms=
+if [ "$mode" = --after-dkms ]; then
+	[ "${2:-}" != "$NAME" ] || exit 0
+	mode=changed after_dkms=1
+fi
 
 say() { echo "nvidia-peer-memory: $*"; }
 
@@ -57,6 +74,7 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 		# (dkms.conf skips it). The module stays, as built against them.
 		if grep -qx 'CONFIG_MODVERSIONS=y' "/lib/modules/$kernel/build/.config" 2>/dev/null &&
 			! why=$(sh "/usr/src/$NAME-$ver/scripts/find-symvers.sh" --sources "$kernel" 2>&1 >/dev/null); then
+			[ -z "$after_dkms" ] || continue
 			echo "$now" >"$STATE/$kernel.failed"
 			say "warning: not rebuilt for $kernel: ${why#find-symvers: }" >&2
 			say "the installed module stays as it was built; it loads again once those modules are back" >&2
@@ -77,7 +95,7 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 		else
 			log=${STATE%/*}/rebuild-$kernel.log
 			cat "$trial.out" "$trial/$NAME/$ver/build/make.log" >"$log" 2>/dev/null
-			echo "$now" >"$STATE/$kernel.failed"
+			[ -n "$after_dkms" ] || echo "$now" >"$STATE/$kernel.failed"
 			say "warning: nvidia_peermem does not build for $kernel with the new GPU driver or RDMA stack;" \
 				"the installed module stays as it was (log: $log)" >&2
 		fi
