@@ -228,19 +228,22 @@ fi
 DRIVER12_NEW_VER=550.163.01-2
 DRIVER12_NEW_PKGS="$DRIVER12_PKG=$DRIVER12_NEW_VER nvidia-smi=$DRIVER12_NEW_VER libcuda1=$DRIVER12_NEW_VER"
 if [ -n "$deb12" ] && [[ $parts == *" deb12-upgrade "* ]]; then
-	step "the driver upgraded to Debian 13's $DRIVER12_NEW_VER with its DKMS (apt from trixie; DKMS builds 550 for $K, then our trigger rebuilds ours: about 12 minutes)"
-	ko_sum=$(inr "$ROOT" sh -c "sha256sum $MODS/updates/dkms/nvidia_peermem.ko*")
+	step "the driver upgraded to Debian 13's $DRIVER12_NEW_VER with its DKMS (apt from trixie; DKMS builds 550 for $K, then its post_transaction hook rebuilds ours: about 12 minutes)"
 	# shellcheck disable=SC2086 # DRIVER12_NEW_PKGS is a list of words
 	if inroot "sed -n 's/ bookworm / trixie /p' /etc/apt/sources.list | grep -v security >/etc/apt/sources.list.d/trixie.list
 		apt-get update -qq && apt-get install -y -q --no-install-recommends -t trixie $DRIVER12_NEW_PKGS" >"$LOGS/upgrade.log" 2>&1; then
 		ok deb12-upgrade-installs; else bad deb12-upgrade-installs "$(tail -n 15 "$LOGS/upgrade.log")"; fi
 	insh deb12-upgrade-driver-built "dkms --version | grep -q '^dkms-3\.2' && dkms status -m nvidia-current | grep -q '^nvidia-current/550.163.01, $K, x86_64: installed' && ! dkms status -m nvidia-current | grep -q 535"
 	DRV=$(inr "$ROOT" sh -c "ls $MODS/updates/dkms/nvidia-current.ko*")
-	check deb12-upgrade-ours-rebuilt sh -c "grep -q 'building nvidia-peer-memory $V for $K' '$LOGS/upgrade.log' &&
-		test \"\$(chroot '$ROOT' sh -c 'sha256sum $MODS/updates/dkms/nvidia_peermem.ko*')\" != '$ko_sum'"
+	# The trigger may run before the driver's postinst has built 550 (it did
+	# here); DKMS's post_transaction command rebuilds ours after that build.
+	# The rebuilt module may equal the old one byte for byte: 535's and 550's
+	# nvidia_p2p_* CRCs agree. Its build log names the driver it read.
 	insh deb12-upgrade-ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
 	inroot "cat /var/lib/dkms/nvidia-peer-memory/$V/$K/x86_64/log/make.log" >"$LOGS/upgrade-make.log" 2>&1
-	check deb12-upgrade-crcs-from-new grep -qF "CONFIG_MODVERSIONS=y: CRCs from $DRV $MODS/updates/dkms/mofed_peer_sim.ko (nvidia 550.163.01, exports nvidia_p2p_get_pages for $K)" "$LOGS/upgrade-make.log"
+	check deb12-upgrade-rebuilt-with-550 grep -qF "nvidia_p2p_*: $DRV (nvidia 550.163.01, exports nvidia_p2p_get_pages for $K)" "$LOGS/upgrade-make.log"
+	check deb12-upgrade-rebuilt-by-dkms-hook sh -c "grep -q 'Executing post-transaction command' '$LOGS/upgrade.log' &&
+		test -s '$ROOT/var/lib/nvidia-peer-memory/inputs/$K' && test ! -e '$ROOT/var/lib/nvidia-peer-memory/inputs/$K.failed'"
 	insh deb12-upgrade-crcs-carried-are-drivers "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*); case \$f in *.xz) xz -dc \$f >/tmp/ours.ko ;; *) cp \$f /tmp/ours.ko ;; esac
 		modprobe --dump-modversions /tmp/ours.ko | awk '\$2 ~ /^nvidia_p2p_/ { print \$2, tolower(\$1) }' | sort >/tmp/carried
 		sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$2, tolower(\$1) }' | sort >/tmp/driver

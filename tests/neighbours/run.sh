@@ -1,29 +1,17 @@
 #!/usr/bin/env bash
 # make check-neighbours: nvidia_peermem beside its neighbours' real packages,
-# installed in the order an admin takes. In an overlay over the packaging
-# root (tests/packaging/root.sh), on Debian 13's 6.12 (CONFIG_MODVERSIONS,
-# DKMS 3.2.2), its image and headers as Debian ships them:
-#   - Debian's own nvidia-kernel-dkms (non-free), built by DKMS for 6.12
-#     (a layer cached by key: about 8 minutes on 2 cores when cold); its
-#     layout checked, and the CRCs find-symvers.sh reads from its module
-#     against the table DKMS kept;
-#   - our packages (built here from the tree, as the packaging suite does)
-#     installed next, before any RDMA core with the peer-memory API: the
-#     installation succeeds, DKMS skips 6.12 and says why;
-#   - the RDMA core arrives (MOFED's real DKMS package cannot be built
-#     here yet: the MOFED simulator stands in, installed where MOFED's DKMS
-#     package puts its modules), the trigger's dkms-rebuild builds the
-#     module with the real driver's CRCs;
-#   - the GPU simulator built as this driver's stand-in (its nv-p2p.h, the
-#     kernel headers its nv-p2p.c includes, its export type): its CRCs are
-#     the driver's, and Debian's 6.12 image boots the module DKMS built
-#     against the real driver beside it (01, 02, 40, 41; page tables 1.2);
-#   - modprobe loads ours, not the driver package's own peermem; the
-#     doctor agrees with DKMS;
-#   - the RDMA core removed: the trigger's rebuild keeps the module and
-#     says why, and the doctor names what to install; the RDMA core back:
-#     nothing to rebuild; then the driver's package removed with apt-get:
-#     the same, for the driver.
+# installed in the order an admin takes, in parts (NVPM_NEIGHBOURS):
+#   deb13.sh: Debian 13's 6.12 (DKMS 3.2.2) and Debian's nvidia-kernel-dkms
+#     550 (a cached layer over the packaging root): ours installed before
+#     any RDMA core, then the RDMA core (the MOFED simulator, a stand-in),
+#     the trigger's rebuild with the real driver's CRCs, a guest beside the
+#     GPU simulator built as the driver's stand-in, modprobe and the doctor,
+#     then the RDMA core removed and back, and the driver removed;
+#   deb12.sh: a Debian 12 root (bookworm, DKMS 3.0.10, rustc-web, bindgen
+#     from cargo) with Debian's nvidia-kernel-dkms 535 (cached layers), the
+#     RDMA core, then our packages built on that root and installed with
+#     apt-get, a guest, modprobe and the doctor; deb12-upgrade: the driver
+#     upgraded to Debian 13's 550 with its DKMS, ours rebuilt after it.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
