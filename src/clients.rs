@@ -23,6 +23,7 @@ use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration as Client, SgOut,
 };
 use crate::peermem_core::client::{self, BuildError, Decline, Env, MapError, Note, Registration};
+use crate::peermem_core::diag::MapNotSupported;
 use crate::peermem_core::protocol::Threads;
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
@@ -226,13 +227,13 @@ fn dma_map(ctx: ArcBorrow<'_, Context>, dev: &DmaDevice, out: &mut SgOut<'_>) ->
             STATS.add(Counter::Sges, u64::from(table.len()));
         },
     )
-    .map_err(|e| map_failed(ctx.range(), e))
+    .map_err(|e| map_failed(ctx.range(), ctx.cpu_cacheable(), e))
 }
 
 /// Counts and logs a failed map; the errno for the core.
 #[cold]
 #[inline(never)]
-fn map_failed(range: GpuRange, e: MapError<P2pError, Error>) -> Error {
+fn map_failed(range: GpuRange, cpu_cacheable: bool, e: MapError<P2pError, Error>) -> Error {
     let errno = match e {
         MapError::Refused(refusal) => refusal_errno(refusal),
         MapError::Driver(P2pError::Driver(e)) | MapError::Sg(e) => e,
@@ -251,10 +252,13 @@ fn map_failed(range: GpuRange, e: MapError<P2pError, Error>) -> Error {
                         e
                     )
                 }
-                MapError::Driver(e) if e.is_not_supported() => pr_err!(
-                    "cannot map {:#x} for the NIC: the NVIDIA driver refused (-ENOTSUPP): on a Grace (TH500), Ampere Altra or AmpereOne chipset it allows GPUDirect RDMA only when GPU and NIC share a PCIe switch; put them under one switch, or set NVreg_GrdmaPciTopoCheckOverride=1 (nvidia module option) if this platform's PCIe P2P is known good (2 refuses every PCIe GPU)\n",
-                    start
-                ),
+                // The PCIe topology rule, or for CPU-cacheable pages CDMM
+                // (peermem_core::diag).
+                MapError::Driver(e) if e.is_not_supported() => {
+                    for line in MapNotSupported::of_pin(cpu_cacheable).advice() {
+                        pr_err!("cannot map {:#x} for the NIC: {}\n", start, line);
+                    }
+                }
                 MapError::Driver(why) => {
                     pr_err!("cannot map {:#x} for the NIC: {}\n", start, why)
                 }

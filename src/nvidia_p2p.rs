@@ -210,6 +210,9 @@ impl<T: PinOwner + Send + Unpin + 'static> Owner for T {}
 pub(crate) struct GpuPin<T: Owner> {
     range: GpuRange,
     kind: PinKind,
+    /// The pin's page table was CPU-cacheable ([`PinInfo::cpu_cacheable`]),
+    /// for the log line of a failed map.
+    cpu_cacheable: AtomicBool,
     #[pin]
     inner: Mutex<PinStateOf<T>>,
     /// Signalled when an unmap a callback waits for ends.
@@ -284,6 +287,7 @@ impl<T: Owner> GpuPin<T> {
             try_pin_init!(Self {
                 range,
                 kind,
+                cpu_cacheable: AtomicBool::new(false),
                 inner <- new_mutex!(PinState::new(owner)),
                 unmap_done <- new_condvar!("GpuPin::unmap_done"),
             }),
@@ -294,6 +298,12 @@ impl<T: Owner> GpuPin<T> {
     /// The pinned range.
     pub(crate) fn range(&self) -> GpuRange {
         self.range
+    }
+
+    /// Whether the driver's page table was CPU-cacheable (a coherent GPU);
+    /// false before a successful [`GpuPin::pin`].
+    pub(crate) fn cpu_cacheable(&self) -> bool {
+        self.cpu_cacheable.load(Ordering::Relaxed)
     }
 
     /// Pins the range in the driver and validates the page table
@@ -317,6 +327,10 @@ impl<T: Owner> GpuPin<T> {
             PinFailure::NoTable => P2pError::Driver(EIO),
             PinFailure::Revoked => P2pError::Revoked,
             PinFailure::Check(e) => P2pError::Abi(e),
+        })
+        .inspect(|info| {
+            self.cpu_cacheable
+                .store(info.cpu_cacheable, Ordering::Relaxed)
         })
     }
 

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod diag;
 pub mod protocol;
 pub mod range;
 pub mod sgplan;

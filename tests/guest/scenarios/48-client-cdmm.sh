@@ -13,7 +13,9 @@
 #   nvidia-uvm or not.
 # What the RDMA stack sees (the registration works and its SG list maps the
 # GPU's addresses, or it fails with which errno and nothing stays pinned)
-# is checked for any module; nothing here reads this module's log lines.
+# is checked for any module; this module's log line for the refused map
+# (CDMM named from the pin's CPU-cacheable flag, with the advice for both
+# branches, as the module cannot tell the release) is its own feature.
 # Page-size agnostic: the guest's page size is read from the core's MR.
 . /tests/lib.sh
 . /tests/client-lib.sh
@@ -28,6 +30,20 @@ reg_ok() {
 		nvpm-tool core dereg "$ro_id" >/dev/null
 	else
 		fail "$ro_name" "$ro_id"
+	fi
+}
+
+# expect_cdmm_logged NAME: this module's own log line for a map of
+# CPU-cacheable pages refused with -ENOTSUPP since the latest mark: CDMM,
+# nvidia-uvm for 580.142/595.44.02+, the topology rule for 580.65-580.126
+# and 590; not the PCIe GPU's line (the chipset text alone).
+expect_cdmm_logged() {
+	expect_dmesg "$1/uvm" "nvidia_peermem: cannot map .* for the NIC: the NVIDIA driver refused \\(-ENOTSUPP\\) CPU-cacheable pages: driver-managed coherent memory \\(CDMM, CoherentGPUMemoryMode=driver\\); drivers 580\\.142 and 595\\.44\\.02\\+ .*load nvidia-uvm .*CONFIG_ZONE_DEVICE"
+	expect_dmesg "$1/topology-rule" "nvidia_peermem: cannot map .* for the NIC: drivers 580\\.65-580\\.126 and 590 apply the PCIe topology rule to CDMM memory instead: .*share a PCIe switch, or set NVreg_GrdmaPciTopoCheckOverride=1 .*580\\.142 and 595\\.44\\.02\\+ lift this rule"
+	if dmesg_since_mark | grep -qE "nvidia_peermem: cannot map .* for the NIC: the NVIDIA driver refused \\(-ENOTSUPP\\): on a Grace"; then
+		fail "$1/not-pcie-text" "the PCIe GPU's line logged for CPU-cacheable pages"
+	else
+		pass "$1/not-pcie-text"
 	fi
 }
 
@@ -78,6 +94,9 @@ for layout in default legacy; do
 	nvpm-tool gpu reset >/dev/null
 	reg_fails "$t/no-uvm-pagemap" ENOTSUPP "$va" 1M $flags
 	expect_counter "$t/no-uvm-pagemap/by-driver" gpu maps.pagemap_refused 1
+	if own_feature "$t/no-uvm-pagemap/logged"; then
+		expect_cdmm_logged "$t/no-uvm-pagemap/logged"
+	fi
 	# Refused at the map, after pins that worked.
 	expect_match "$t/no-uvm-pagemap/at-map" "^[1-9]" "$(nvpm-tool gpu counter errors.dma_map_pages)"
 	expect_eq "$t/no-uvm-pagemap/pins-worked" 0 \
@@ -139,6 +158,9 @@ for layout in default legacy; do
 	nvpm-tool gpu set p2p_unsupported_chipset 1
 	reg_fails "$t/no-common-switch" ENOTSUPP "$va" 2M $flags
 	expect_counter "$t/no-common-switch/by-driver" gpu maps.topology_refused 1
+	if own_feature "$t/no-common-switch/logged"; then
+		expect_cdmm_logged "$t/no-common-switch/logged"
+	fi
 	nvpm-tool gpu set common_switch 1
 	reg_ok "$t/common-switch" "$va" 2M $flags
 	nvpm-tool gpu set NVreg_GrdmaPciTopoCheckOverride 2
