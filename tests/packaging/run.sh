@@ -192,9 +192,12 @@ check dkms.conf-fields inr bash -ec 'cd /build/src; . ./dkms.conf
 	grep -q "^PRE_BUILD=\"scripts/rust-headers.sh " dkms.conf'
 # Signing is DKMS's own (framework.conf: mok_signing_key, mok_certificate):
 # nothing here signs or points DKMS at another key, so the MOK that README
-# and the doctor's kernel.signing tell to enroll is the one that signs.
+# and the doctor's kernel.signing tell to enroll is the one that signs. The
+# one framework.conf.d file shipped sets DKMS's post_transaction command
+# only.
 check signing-left-to-dkms inr sh -ec 'cd /build/src; ! grep -Eq "^(SIGN_TOOL|POST_BUILD|POST_INSTALL)=" dkms.conf &&
-	! grep -rqsE "sign-file|sign_file|mok_signing_key|mok_certificate|framework\.conf" dkms.conf debian rpm packaging build_module.sh'
+	! grep -rqsE "sign-file|sign_file|mok_signing_key|mok_certificate" dkms.conf debian rpm packaging build_module.sh &&
+	test "$(grep -Ev "^(#|$)" packaging/dkms-post-transaction.conf | cut -d= -f1)" = post_transaction'
 
 # --- build_module.sh ----------------------------------------------------------------
 step "build_module.sh: deb and rpm flavours, twice each"
