@@ -7,7 +7,7 @@
 # DKMS builds ours with the CRCs read from the installed nvidia-current.ko,
 # and Debian's 6.1 image boots it beside the GPU simulator built as that
 # driver's stand-in. Sourced by run.sh (its helpers and variables).
-# shellcheck disable=SC2154 # pass, fail: tests/lib/check.sh's
+# shellcheck disable=SC2154,SC2016 # pass, fail: tests/lib/check.sh's; scripts for the root in single quotes
 
 step "Debian 12's 6.1 (scripts/provision-carried.sh 6.1, cached)"
 if [ ! -r "$NVPM_CACHE/kernel-6.1.env" ]; then

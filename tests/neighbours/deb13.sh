@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2016 # scripts for the root in single quotes
 # make check-neighbours, Debian 13: sourced by run.sh (its helpers and variables).
 step "the packaging root (cached; tests/packaging/root.sh)"
 PKGROOT=$(tests/packaging/root.sh) || die "tests/packaging/root.sh failed"
@@ -219,6 +220,7 @@ assert m['status'] == 'INFO' and 'its install rule is shadowed by /usr/lib/modpr
 # the package's trigger runs dkms-rebuild. No build can carry the CRCs of
 # an RDMA core that is not there: the installed module stays as built.
 step "the RDMA core removed (its modules gone for $K), then the trigger's dkms-rebuild"
+# shellcheck disable=SC2034 # run.sh's exporter_gone reads it
 ko_sum=$(inr "$ROOT" sh -c "sha256sum $MODS/updates/dkms/nvidia_peermem.ko*")
 if rm "$ROOT$MODS/updates/dkms/mofed_peer_sim.ko" && inr "$ROOT" depmod "$K"; then ok ofed-removed; else bad ofed-removed "cannot remove $MODS/updates/dkms/mofed_peer_sim.ko"; fi
 inroot "/usr/lib/nvidia-peer-memory/dkms-rebuild" >"$LOGS/ofed-removed.log" 2>&1
