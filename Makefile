@@ -288,7 +288,7 @@ check-arm64-dkms:
 
 # The neighbours' real packages in the order an admin installs them
 # (tests/neighbours/run.sh; not in make check: cold about 13 minutes).
-check-neighbours:
+check-neighbours: tool
 	@tests/neighbours/run.sh
 
 # make check's "kernels" suite: Debian's 7.2 image (NVPM_OTHER_KSERIES), built,
