@@ -338,6 +338,7 @@ install-dkms:
 	@set -e; cd $(NVPM_CARRIED_SRC) && find . -type f | LC_ALL=C sort | while IFS= read -r f; do \
 		install -D -m 0644 "$$f" "$(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/carried-src/$$f"; done
 	chmod 0755 $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/scripts/*.sh $(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/kbuild/*.sh \
+		$(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/kbuild/carried/*.sh \
 		$(DESTDIR)/usr/src/$(DKMS_NAME)-$(VERSION_NUM)/carried-src/scripts/*.sh
 	install -D -m 0755 scripts/rust-headers.sh $(DESTDIR)$(LIBDIR_NVPM)/rust-headers
 	install -D -m 0755 packaging/dkms-ready.sh $(DESTDIR)$(LIBDIR_NVPM)/dkms-ready
