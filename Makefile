@@ -70,8 +70,11 @@ NVPM_RUST ?= auto
 NVPM_RUST_MODE := $(if $(KDIR),$(or $(shell RUSTC=$(or $(NVPM_RUSTC),rustc) kbuild/rust-mode.sh $(KDIR) $(NVPM_RUST)),error))
 NVPM_CARRIED_SRC ?= $(firstword $(wildcard $(CURDIR)/carried-src) $(CURDIR)/build/carried-src)
 
-# Carried mode's bindgen: kbuild/rust-toolchain.sh --bindgen says which.
-NVPM_BINDGEN ?= $(if $(filter carried,$(NVPM_RUST_MODE)),$(shell kbuild/rust-toolchain.sh --bindgen))
+# Carried mode's bindgen: kbuild/rust-toolchain.sh --bindgen says which
+# (asked once: it runs each candidate's --version).
+ifeq ($(origin NVPM_BINDGEN),undefined)
+NVPM_BINDGEN := $(if $(filter carried,$(NVPM_RUST_MODE)),$(shell kbuild/rust-toolchain.sh --bindgen))
+endif
 KBUILD_ARGS = M=$(CURDIR) $(KMAKE_FLAGS) $(KDIR_LLVM) NVPM_RUST_MODE=$(NVPM_RUST_MODE) \
 	$(if $(filter carried,$(NVPM_RUST_MODE)),NVPM_CARRIED_SRC=$(NVPM_CARRIED_SRC) NVPM_BINDGEN=$(NVPM_BINDGEN)) \
 	NV_P2P_H=$(if $(NV_P2P_H),$(abspath $(NV_P2P_H))) \
