@@ -55,6 +55,100 @@ fn chipsets(host: &Host) -> Vec<(String, &'static str)> {
         .collect()
 }
 
+/// Coherent (C2C) GPUs whose memory the driver manages (CDMM, from
+/// [`Host::coherent_mode`], 580.65.06 on): no struct page, so the driver
+/// maps it for a NIC its own way, by release. What `nvidia.settings`
+/// judges and `module.stats` names when maps fail.
+pub(crate) struct Cdmm {
+    /// The keys that set it.
+    pub mode: nvparams::CoherentMemoryMode,
+    /// The loaded driver's version.
+    pub version: String,
+    /// The coherent GPUs, as indexes into the host's topology.
+    pub gpus: Vec<usize>,
+    /// 580.142 and 595.44.02 on: maps only through nvidia-uvm's
+    /// device-coherent pagemap, and what that needs here. `None`: the
+    /// driver maps the memory as MMIO under its PCIe topology rule.
+    pub uvm: Option<UvmPagemap>,
+}
+
+impl Cdmm {
+    /// The coherent GPUs by address (up to four), or their count.
+    pub fn gpu_list(&self, host: &Host) -> String {
+        let names: Vec<String> = self
+            .gpus
+            .iter()
+            .map(|&g| host.topo.gpus[g].pci.bdf.clone())
+            .collect();
+        few(&names, "GPUs")
+    }
+}
+
+/// What nvidia-uvm's device-coherent pagemap of CDMM memory needs, as found.
+pub(crate) struct UvmPagemap {
+    /// `nvidia_uvm` is loaded.
+    pub loaded: bool,
+    /// `CONFIG_ZONE_DEVICE`: set, and the line as shown; `None` when the
+    /// configuration is unreadable.
+    pub zone: Option<(bool, String)>,
+    /// Why the driver has no pagemap (and refuses every map), if so.
+    pub missing: Option<String>,
+}
+
+/// The CDMM GPUs of the loaded driver; `None` without a driver of 580 or
+/// later, outside CDMM, or without a coherent GPU.
+pub(crate) fn cdmm(host: &Host) -> Option<Cdmm> {
+    let version = host.nvidia.as_ref()?.version.clone().unwrap_or_default();
+    let v = version_parts(&version);
+    let mode = host
+        .coherent_mode
+        .filter(|m| m.is_cdmm() && v.first().is_some_and(|&major| major >= 580))?;
+    let topo = &host.topo;
+    let gpus: Vec<usize> = (0..topo.gpus.len())
+        .filter(|&g| nccl::is_c2c_gpu(topo.gpus[g].pci.device))
+        .collect();
+    if gpus.is_empty() {
+        return None;
+    }
+    let uvm = cdmm_maps_via_uvm(&v).then(|| uvm_pagemap(host));
+    Some(Cdmm {
+        mode,
+        version,
+        gpus,
+        uvm,
+    })
+}
+
+/// nvidia-uvm and `CONFIG_ZONE_DEVICE` (Linux 6.0+), which its pagemap needs.
+fn uvm_pagemap(host: &Host) -> UvmPagemap {
+    let loaded = host.loaded("nvidia_uvm").is_some();
+    let kernel = host.release.as_deref().map(version_parts);
+    let old_kernel = kernel
+        .as_ref()
+        .is_some_and(|k| k.as_slice() < [6, 0].as_slice());
+    let zone = host.config.config.as_ref().map(|c| {
+        (
+            c.enabled("CONFIG_ZONE_DEVICE"),
+            c.show("CONFIG_ZONE_DEVICE"),
+        )
+    });
+    let missing = if !loaded {
+        Some("nvidia_uvm is not loaded, so the driver refuses every peer-memory map of GPU memory (-ENOTSUPP, 524)".to_string())
+    } else if old_kernel || zone.as_ref().is_some_and(|(on, _)| !on) {
+        Some(format!(
+            "kernel {} lacks ZONE_DEVICE device-coherent pages (CONFIG_ZONE_DEVICE, Linux 6.0+), so nvidia-uvm makes no pagemap and the driver refuses every peer-memory map of GPU memory (-ENOTSUPP, 524)",
+            host.release.as_deref().unwrap_or("?")
+        ))
+    } else {
+        None
+    };
+    UvmPagemap {
+        loaded,
+        zone,
+        missing,
+    }
+}
+
 /// `nvidia.settings`: `GrdmaPciTopoCheckOverride`, `CoherentGPUMemoryMode`
 /// and the 580+ rule that, on Grace, Ampere Altra and AmpereOne chipsets,
 /// GPU and NIC must share a PCIe switch (else -ENOTSUPP, 524, at registration).
@@ -122,60 +216,27 @@ pub(crate) fn driver_settings(host: &Host) -> Check {
     let mut pcie_gpus: Vec<usize> = (0..topo.gpus.len())
         .filter(|&g| !nccl::is_c2c_gpu(topo.gpus[g].pci.device))
         .collect();
-    // CDMM (580.65.06 on): the coherent GPUs' memory has no struct page.
-    let v = version_parts(&version);
-    let cdmm = host
-        .coherent_mode
-        .filter(|m| m.is_cdmm() && major.is_some_and(|m| m >= 580));
-    let cdmm_gpus: Vec<usize> = match cdmm {
-        Some(_) => (0..topo.gpus.len())
-            .filter(|&g| nccl::is_c2c_gpu(topo.gpus[g].pci.device))
-            .collect(),
-        None => Vec::new(),
-    };
     let mut cdmm_ruled = false;
-    if let (Some(mode), false) = (cdmm, cdmm_gpus.is_empty()) {
-        let gpus = few(
-            &cdmm_gpus
-                .iter()
-                .map(|&g| topo.gpus[g].pci.bdf.clone())
-                .collect::<Vec<_>>(),
-            "GPUs",
-        );
-        if cdmm_maps_via_uvm(&v) {
-            let uvm = host.loaded("nvidia_uvm").is_some();
-            let kernel = host.release.as_deref().map(version_parts);
-            let old_kernel = kernel
-                .as_ref()
-                .is_some_and(|k| k.as_slice() < [6, 0].as_slice());
-            let zone = host.config.config.as_ref().map(|c| {
-                (
-                    c.enabled("CONFIG_ZONE_DEVICE"),
-                    c.show("CONFIG_ZONE_DEVICE"),
-                )
-            });
+    if let Some(c) = cdmm(host) {
+        let gpus = c.gpu_list(host);
+        let mode = c.mode;
+        if let Some(pagemap) = &c.uvm {
             detail.push(format!(
                 "{gpus}: {} (CDMM): coherent GPU memory without struct page; driver {version} maps it for a NIC only with a reference on nvidia-uvm's device-coherent (ZONE_DEVICE) pagemap of it, else -ENOTSUPP (524) at registration; no PCIe topology rule",
                 mode.why()
             ));
             detail.push(format!(
                 "nvidia_uvm: {}",
-                if uvm { "loaded" } else { "not loaded" }
+                if pagemap.loaded {
+                    "loaded"
+                } else {
+                    "not loaded"
+                }
             ));
-            if let Some((_, shown)) = &zone {
+            if let Some((_, shown)) = &pagemap.zone {
                 detail.push(format!("kernel: {shown}"));
             }
-            let missing = if !uvm {
-                Some("nvidia_uvm is not loaded, so the driver refuses every peer-memory map of GPU memory (-ENOTSUPP, 524)".to_string())
-            } else if old_kernel || zone.as_ref().is_some_and(|(on, _)| !on) {
-                Some(format!(
-                    "kernel {} lacks ZONE_DEVICE device-coherent pages (CONFIG_ZONE_DEVICE, Linux 6.0+), so nvidia-uvm makes no pagemap and the driver refuses every peer-memory map of GPU memory (-ENOTSUPP, 524)",
-                    host.release.as_deref().unwrap_or("?")
-                ))
-            } else {
-                None
-            };
-            if let Some(why) = missing {
+            if let Some(why) = &pagemap.missing {
                 return Check::fail(
                     ID,
                     format!("{} (CDMM), driver {version}: {gpus}: {why}", mode.why()),
@@ -199,7 +260,7 @@ pub(crate) fn driver_settings(host: &Host) -> Check {
                 "{gpus}: {} (CDMM): coherent GPU memory without struct page; driver {version} maps it for a NIC as MMIO under its PCIe topology rule, as a PCIe GPU's (580.142 and 595.44.02 on use nvidia-uvm's pagemap instead)",
                 mode.why()
             ));
-            pcie_gpus.extend(cdmm_gpus.iter().copied());
+            pcie_gpus.extend(c.gpus.iter().copied());
             pcie_gpus.sort_unstable();
             cdmm_ruled = true;
         }

@@ -2,6 +2,7 @@
 
 //! The module itself: loaded, its parameters, its statistics.
 
+use super::advisor;
 use super::check::{Check, Stat};
 use super::kernel;
 use crate::host::klog;
@@ -246,19 +247,54 @@ fn is_error_counter(name: &str) -> bool {
 }
 
 /// What to do about a non-zero error counter.
-fn error_hint(name: &str) -> &'static str {
+fn error_hint(host: &Host, name: &str) -> String {
     match name {
         "errors_acquire" | "errors_get_pages" => {
             "pinning failed: GPU BAR1 space exhausted (see gpu.bar1; deregister memory) or a driver error"
+                .to_string()
         }
-        "errors_dma_map" => {
-            "mapping for the NIC failed: check iommu.mode, pci.acs and nvidia.settings (on Grace and Ampere chipsets GPU and NIC must share a PCIe switch)"
-        }
+        "errors_dma_map" => dma_map_hint(host),
         "errors_out_of_order" => {
             "the RDMA core called out of order: check peerdirect_support against the RDMA core (rdma.peer_symbols)"
+                .to_string()
         }
-        _ => "",
+        _ => String::new(),
     }
+}
+
+/// Why `nvidia_p2p_dma_map_pages` refuses maps here: the PCIe topology
+/// rule, and for CDMM GPUs ([`advisor::cdmm`], as `nvidia.settings` judges
+/// them) what their driver's release maps their memory with.
+fn dma_map_hint(host: &Host) -> String {
+    const CHECK: &str = "mapping for the NIC failed: check iommu.mode, pci.acs and nvidia.settings";
+    const SWITCH: &str = "on Grace and Ampere chipsets GPU and NIC must share a PCIe switch";
+    let Some(c) = advisor::cdmm(host) else {
+        return format!("{CHECK} ({SWITCH})");
+    };
+    let cdmm = format!(
+        "{} (CDMM) on {}, driver {}",
+        c.mode.why(),
+        c.gpu_list(host),
+        c.version
+    );
+    let Some(pagemap) = &c.uvm else {
+        return format!(
+            "{CHECK} ({SWITCH}; {cdmm}: the driver maps coherent GPU memory as MMIO under that rule too; \
+             580.142 and 595.44.02 on map it through nvidia-uvm's device-coherent pagemap instead)"
+        );
+    };
+    let mut why = format!(
+        "{cdmm}: the driver maps coherent GPU memory for a NIC only through nvidia-uvm's device-coherent \
+         pagemap, which needs nvidia-uvm loaded on a kernel with CONFIG_ZONE_DEVICE (it makes the pagemap \
+         once a CUDA process has used the GPU), else -ENOTSUPP (524)"
+    );
+    if let Some(missing) = &pagemap.missing {
+        why.push_str(&format!("; here {missing}"));
+    }
+    if c.gpus.len() < host.topo.gpus.len() {
+        why.push_str(&format!("; for the PCIe GPUs: {SWITCH}"));
+    }
+    format!("{CHECK} ({why})")
 }
 
 /// `module.stats`: the module's counters, with non-zero error counters flagged.
@@ -317,12 +353,12 @@ pub(crate) fn stats(host: &Host) -> (Check, Option<Vec<Stat>>) {
             .iter()
             .map(|s| format!("{}={}", s.name, s.value))
             .collect();
-        let mut hints: Vec<&str> = errors
+        let mut hints: Vec<String> = errors
             .iter()
-            .map(|s| error_hint(&s.name))
+            .map(|s| error_hint(host, &s.name))
             .filter(|h| !h.is_empty())
             .collect();
-        hints.push("`dmesg | grep nvidia_peermem` has the errno of each failure");
+        hints.push("`dmesg | grep nvidia_peermem` has the errno of each failure".to_string());
         Check::warn(
             ID,
             format!("error counters are non-zero: {}", named.join(" ")),
