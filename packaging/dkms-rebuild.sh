@@ -18,8 +18,11 @@
 # Never fails: the new build is tried in a scratch DKMS tree first; when it
 # fails, that is reported (log in /var/lib/nvidia-peer-memory) and the
 # installed module and DKMS's state stay as they were.
+# Env (tests): NVPM_STATE, where the inputs are recorded; NVPM_SYSROOT
+# prefixes /lib/modules and /usr/src (find-symvers.sh takes it too).
 NAME=nvidia-peer-memory
 STATE=${NVPM_STATE:-/var/lib/nvidia-peer-memory/inputs}
+root=${NVPM_SYSROOT:-}
 PATH=$PATH:/usr/sbin:/sbin
 mode=${1:-changed}
 # Our own DKMS calls end in DKMS's post_transaction command too: it does
@@ -41,14 +44,14 @@ say() { echo "nvidia-peer-memory: $*"; }
 
 inputs() { # $1 = kernel, $2 = our version
 	arch=$(uname -m)
-	for f in /usr/src/nvidia-*/nvidia/nv-p2p.h /usr/src/nvidia-*/nvidia-peermem/nv-p2p.h \
-		/usr/src/ofa_kernel/"$arch"/"$1"/include/rdma/peer_mem.h /usr/src/ofa_kernel/"$1"/include/rdma/peer_mem.h \
-		/usr/src/ofa_kernel/default/include/rdma/peer_mem.h; do
+	for f in "$root"/usr/src/nvidia-*/nvidia/nv-p2p.h "$root"/usr/src/nvidia-*/nvidia-peermem/nv-p2p.h \
+		"$root"/usr/src/ofa_kernel/"$arch"/"$1"/include/rdma/peer_mem.h "$root"/usr/src/ofa_kernel/"$1"/include/rdma/peer_mem.h \
+		"$root"/usr/src/ofa_kernel/default/include/rdma/peer_mem.h; do
 		[ -f "$f" ] && sha256sum "$f"
 	done
 	# The driver and RDMA core modules the build takes the CRCs from, as
 	# modprobe finds them for that kernel (whatever installed them).
-	sh /usr/src/"$NAME-$2"/scripts/find-symvers.sh --sources "$1" 2>/dev/null | while read -r f; do sha256sum "$f"; done
+	sh "$root/usr/src/$NAME-$2/scripts/find-symvers.sh" --sources "$1" 2>/dev/null | while read -r f; do sha256sum "$f"; done
 }
 
 command -v dkms >/dev/null 2>&1 || exit 0
@@ -72,10 +75,21 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 		# On a CONFIG_MODVERSIONS kernel, the modules it imports from may be
 		# gone (OFED or the driver removed): no build can carry their CRCs
 		# (dkms.conf skips it). The module stays, as built against them.
-		if grep -qx 'CONFIG_MODVERSIONS=y' "/lib/modules/$kernel/build/.config" 2>/dev/null &&
-			! why=$(sh "/usr/src/$NAME-$ver/scripts/find-symvers.sh" --sources "$kernel" 2>&1 >/dev/null); then
+		fs=$root/usr/src/$NAME-$ver/scripts/find-symvers.sh
+		if grep -qx 'CONFIG_MODVERSIONS=y' "$root/lib/modules/$kernel/build/.config" 2>/dev/null &&
+			! why=$(sh "$fs" --sources "$kernel" 2>&1 >/dev/null); then
 			[ -z "$after_dkms" ] || continue
 			echo "$now" >"$STATE/$kernel.failed"
+			# Or not gone, still to come: in a driver upgrade dpkg runs this
+			# trigger after the driver package's unpack and before its
+			# postinst, which has DKMS build the new driver. Its DKMS module
+			# is there (its source in /usr/src, or registered), its build
+			# for this kernel not yet.
+			if pending=$(sh "$fs" --driver-pending "$kernel" 2>/dev/null); then
+				say "not rebuilt for $kernel yet: the NVIDIA driver's DKMS module $pending is present but not built for $kernel yet" >&2
+				say "the installed module stays as it was built until $pending is built for $kernel (by its package's configuration, or \`dkms autoinstall -k $kernel\`); then it is rebuilt against it: DKMS 3.2.2 and later run /usr/lib/nvidia-peer-memory/dkms-rebuild as their post_transaction command; with older DKMS, run /usr/lib/nvidia-peer-memory/dkms-rebuild afterwards" >&2
+				continue
+			fi
 			say "warning: not rebuilt for $kernel: ${why#find-symvers: }" >&2
 			say "the installed module stays as it was built; it loads again once those modules are back" >&2
 			continue
@@ -108,12 +122,12 @@ dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,]*\), \([^,]*\), [^:]
 [ "$mode" = --record ] && exit 0
 dkms status -m "$NAME" 2>/dev/null | sed -n 's|^[^/]*/\([^,:]*\).*|\1|p' | sort -u |
 	while read -r ver; do
-		for cfg in /lib/modules/*/build/.config; do
-			kernel=${cfg#/lib/modules/}
+		for cfg in "$root"/lib/modules/*/build/.config; do
+			kernel=${cfg#"$root"/lib/modules/}
 			kernel=${kernel%%/*}
 			grep -qx 'CONFIG_MODVERSIONS=y' "$cfg" 2>/dev/null || continue
 			dkms status -m "$NAME" -v "$ver" -k "$kernel" 2>/dev/null | grep -q ': installed' && continue
-			sh "/usr/src/$NAME-$ver/scripts/find-symvers.sh" --sources "$kernel" >/dev/null 2>&1 || continue
+			sh "$root/usr/src/$NAME-$ver/scripts/find-symvers.sh" --sources "$kernel" >/dev/null 2>&1 || continue
 			say "building $NAME $ver for $kernel (the modules it imports from are installed now)"
 			if dkms install -m "$NAME" -v "$ver" -k "$kernel" >"${STATE%/*}/build-$kernel.log" 2>&1; then
 				inputs "$kernel" "$ver" | sha256sum | cut -c1-64 >"$STATE/$kernel"

@@ -22,6 +22,15 @@
 #   find-symvers.sh --exports FILE [RE]  the CRC table of one module file,
 #                                       as Module.symvers lines (RE: awk
 #                                       regex on symbols; default all)
+#   find-symvers.sh --driver-pending KREL
+#                                       the NVIDIA driver's DKMS module
+#                                       (name/version) when it is all KREL
+#                                       lacks: no module of KREL exports
+#                                       the driver's symbols, the RDMA
+#                                       core's are found, and the driver's
+#                                       DKMS module is there (registered,
+#                                       or its source in /usr/src) with no
+#                                       build of it for KREL; else exit 1
 #
 # Where an exporter is not installed as a module of KREL (a driver built by
 # hand), /etc/nvidia-peer-memory/exporters.conf names it, one line each:
@@ -40,8 +49,9 @@ case ${1:-} in
 --check) mode=check; shift ;;
 --sources) mode=sources; shift ;;
 --exports) mode=exports; shift ;;
+--driver-pending) mode=pending; shift ;;
 esac
-KREL=${1:?usage: find-symvers.sh [--sources|--check] KREL [OUT | FILE...]; find-symvers.sh --exports FILE [RE]}
+KREL=${1:?usage: find-symvers.sh [--sources|--check|--driver-pending] KREL [OUT | FILE...]; find-symvers.sh --exports FILE [RE]}
 shift
 root=${NVPM_SYSROOT:-}
 CONF=/etc/nvidia-peer-memory/exporters.conf
@@ -173,15 +183,41 @@ conf_entry() { # WHAT
 	echo "$root$p" | sed "s/{kernel}/$KREL/g"
 }
 
-# Why no exporter was found, and what to install.
-why_missing_driver() {
-	dk=
+# The NVIDIA driver's DKMS module as $dk (name/version), and $dk_how:
+# "registered" (DKMS has it: its source linked from /var/lib/dkms), or
+# "source": its source unpacked in /usr/src (a dkms.conf beside the
+# driver's nv-p2p.h, as the Makefile finds it), not registered yet. dpkg
+# runs our trigger there in a driver upgrade: after the old version's
+# prerm removed it from DKMS and the new one's unpack, before the new
+# one's postinst adds and builds it. False when neither.
+driver_dkms() {
+	dk='' dk_how=''
 	for d in "$root"/var/lib/dkms/nvidia*/*/source; do
-		case $d in */nvidia-peer-memory/* | *'*'*) ;; *) dk=$d && break ;; esac
+		case $d in */nvidia-peer-memory/* | *'*'*) ;; *) dk=${d%/source} dk_how=registered && break ;; esac
 	done
 	if [ -n "$dk" ]; then
-		dk=${dk%/source}
-		echo "DKMS has ${dk#"$root"/var/lib/dkms/} but no build of it installed for $KREL: dkms autoinstall -k $KREL (needs linux-headers-$KREL), then rebuild nvidia-peer-memory"
+		dk=${dk#"$root"/var/lib/dkms/}
+		return 0
+	fi
+	for c in "$root"/usr/src/nvidia*/dkms.conf; do
+		d=${c%/dkms.conf}
+		case $d in */nvidia-peer-memory-* | *'*'*) continue ;; esac
+		[ -f "$d/nvidia/nv-p2p.h" ] || [ -f "$d/nvidia-peermem/nv-p2p.h" ] || continue
+		# DKMS's source directory is NAME-VERSION; dkms.conf names NAME.
+		base=${d##*/}
+		name=$(sed -n "s/^PACKAGE_NAME=[\"']\{0,1\}\([^\"' ]*\).*/\1/p" "$c" | head -n 1)
+		case $base in "$name"-?*) ;; *) name=${base%-*} ;; esac
+		dk=$name/${base#"$name"-} dk_how=source
+	done
+	[ -n "$dk" ]
+}
+
+# Why no exporter was found, and what to install.
+why_missing_driver() {
+	if driver_dkms && [ "$dk_how" = registered ]; then
+		echo "DKMS has $dk but no build of it installed for $KREL: dkms autoinstall -k $KREL (needs linux-headers-$KREL), then rebuild nvidia-peer-memory"
+	elif [ -n "$dk" ]; then
+		echo "the NVIDIA driver's DKMS module $dk is in /usr/src, not yet added to DKMS nor built for $KREL (its package's configuration does both; by hand: dkms install $dk -k $KREL), then rebuild nvidia-peer-memory"
 	else
 		echo "install the NVIDIA driver's kernel modules for $KREL (Debian: nvidia-kernel-dkms or nvidia-open-kernel-dkms; NVIDIA's repositories: nvidia-dkms-<branch>, kmod-nvidia-open-dkms, or a prebuilt linux-modules-nvidia-<branch>-<flavour> package), or name its module in $CONF"
 	fi
@@ -257,6 +293,12 @@ resolve rdma "$RDMA_SYM" "$RDMA_RE"
 rdma=$file rdma_about=$about
 [ -n "$rdma" ] || missing="$missing
   the RDMA core's ($RDMA_SYM): no module of $KREL exports it; $(why_missing_rdma)"
+if [ "$mode" = pending ]; then
+	# What KREL lacks is the driver's build that DKMS has still to make.
+	[ -z "$driver" ] && [ -n "$rdma" ] && driver_dkms && [ ! -d "$root/var/lib/dkms/$dk/$KREL" ] || exit 1
+	echo "$dk"
+	exit 0
+fi
 if [ -n "$missing" ]; then
 	fail "$KREL has CONFIG_MODVERSIONS=y, so nvidia_peermem must carry the CRCs of the modules it imports from, as that kernel will load them; missing:$missing"
 fi

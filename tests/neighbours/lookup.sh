@@ -9,6 +9,10 @@
 # __kcrctab*, .modinfo), written here: their CRCs are made up, the places
 # are the packages'. That the tables are read as the kernel writes them is
 # checked against real modules elsewhere (tests/neighbours/README.md).
+# On such layouts, what packaging/dkms-rebuild.sh (the packages' trigger)
+# says when the driver's modules are not installed for the kernel: gone,
+# or still to be built by DKMS (a driver upgrade between its unpack and
+# its postinst); dkms is a stand-in.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -308,6 +312,114 @@ has exports-not-elf-says "not an ELF file"
 out=$(NVPM_SYSROOT=$work/deb13 sh "$FS" --sources "$K" 2>&1) rc=$?
 if [ "$out" = "$(printf '%s\n%s' "$work/deb13/lib/modules/$K/updates/dkms/nvidia-current.ko.xz" "$work/deb13/lib/modules/$K/updates/dkms/ib_uverbs.ko.xz")" ]; then
 	ok sources; else bad sources "got: $out"; fi
+
+# --- dkms-rebuild: the driver's modules not installed for the kernel ---------
+# The trigger's dkms-rebuild on a MODVERSIONS kernel whose driver modules
+# are not installed (the RDMA core's are), after a change of its inputs.
+# dkms is a stand-in: it lists our module as installed for $K and records
+# every call, so that a build tried shows (the installed module must stay).
+RB=$PWD/packaging/dkms-rebuild.sh
+mkdir -p "$work/bin"
+# shellcheck disable=SC2016 # the stand-in's own variables
+printf '%s\n' '#!/bin/sh' 'echo "$*" >>"$NVPM_TEST_DKMS_LOG"' \
+	'[ "$1 $2 $3" = "status -m nvidia-peer-memory" ] && echo "nvidia-peer-memory/1.0.0, $NVPM_TEST_KREL, x86_64: installed"' \
+	'exit 0' >"$work/bin/dkms"
+chmod +x "$work/bin/dkms"
+rb_root() { # ROOT: $K with MODVERSIONS, MOFED's ib_uverbs, no driver module, our DKMS source
+	kernel_rdma "$1" "$K" .xz
+	# shellcheck disable=SC2086
+	mkko "$1/lib/modules/$K/updates/dkms/ib_uverbs.ko.xz" ib_uverbs "$K $VM" 25.10-OFED.25.10.1.7.1 kcrctab $PEER
+	index "$1" "$K"
+	mkdir -p "$1/lib/modules/$K/build" "$1/usr/src/nvidia-peer-memory-1.0.0/scripts" "$1/var/lib/nvidia-peer-memory/inputs"
+	echo CONFIG_MODVERSIONS=y >"$1/lib/modules/$K/build/.config"
+	cp "$FS" "$1/usr/src/nvidia-peer-memory-1.0.0/scripts/"
+	# What the last rebuild recorded: the inputs before the change.
+	echo before >"$1/var/lib/nvidia-peer-memory/inputs/$K"
+}
+driver_src() { # ROOT NAME VERSION: the driver's DKMS source unpacked in /usr/src
+	mkdir -p "$1/usr/src/$2-$3/nvidia"
+	printf 'PACKAGE_NAME="%s"\nPACKAGE_VERSION="%s"\nAUTOINSTALL=yes\n' "$2" "$3" >"$1/usr/src/$2-$3/dkms.conf"
+	cp src/ffi/nv-p2p.h "$1/usr/src/$2-$3/nvidia/nv-p2p.h"
+}
+# rebuild ROOT [ARGS]: dkms-rebuild on ROOT; sets out, rc and calls (what
+# it asked the stand-in besides status).
+rebuild() {
+	local r=$1
+	shift
+	: >"$r/dkms.log"
+	out=$(PATH=$work/bin:$PATH NVPM_SYSROOT=$r NVPM_STATE=$r/var/lib/nvidia-peer-memory/inputs \
+		NVPM_TEST_DKMS_LOG=$r/dkms.log NVPM_TEST_KREL=$K sh "$RB" "$@" 2>&1)
+	rc=$?
+	calls=$(grep -v '^status ' "$r/dkms.log")
+}
+kept() { # NAME: the last rebuild exited 0 and built nothing
+	if [ -z "$calls" ] && [ "$rc" = 0 ]; then ok "$1"; else bad "$1" "exit $rc, dkms called: $calls"; fi
+}
+quiet() { if [ -z "$out" ]; then ok "$1"; else bad "$1" "said: $out"; fi; }
+
+# The driver upgraded (Debian 12's 535 to 550, seen in make check-neighbours):
+# dpkg ran our trigger after the driver package's unpack, before its
+# postinst. The old version's prerm took 535 out of DKMS and its modules
+# away; 550's source is in /usr/src, not yet added to DKMS nor built.
+r=$work/rb-unpacked
+rb_root "$r"
+driver_src "$r" nvidia-current 550.163.01
+rebuild "$r"
+has rb-unpacked-says-pending "nvidia-peer-memory: not rebuilt for $K yet: the NVIDIA driver's DKMS module nvidia-current/550.163.01 is present but not built for $K yet"
+has rb-unpacked-says-rebuilt-after "then it is rebuilt against it: DKMS 3.2.2 and later run /usr/lib/nvidia-peer-memory/dkms-rebuild as their post_transaction command; with older DKMS, run /usr/lib/nvidia-peer-memory/dkms-rebuild afterwards"
+has rb-unpacked-says-autoinstall "\`dkms autoinstall -k $K\`"
+lacks rb-unpacked-not-gone "install the NVIDIA driver"
+lacks rb-unpacked-no-warning "warning"
+kept rb-unpacked-module-kept
+if [ -s "$r/var/lib/nvidia-peer-memory/inputs/$K.failed" ]; then ok rb-unpacked-recorded; else bad rb-unpacked-recorded "no $K.failed"; fi
+# The trigger fires again (another package): nothing more to say.
+rebuild "$r"
+quiet rb-unpacked-once
+# DKMS's post_transaction command after another module's transaction: silent.
+rm -f "$r/var/lib/nvidia-peer-memory/inputs/$K.failed"
+rebuild "$r" --after-dkms nvidia-current
+quiet rb-unpacked-after-dkms-quiet
+out=$(NVPM_SYSROOT=$r sh "$FS" --driver-pending "$K" 2>&1) rc=$?
+if [ "$rc $out" = "0 nvidia-current/550.163.01" ]; then ok rb-unpacked-driver-pending; else bad rb-unpacked-driver-pending "exit $rc: $out"; fi
+run rb-unpacked-lookup "$r"
+exit_is rb-unpacked-lookup-refused 1
+has rb-unpacked-lookup-says "the NVIDIA driver's DKMS module nvidia-current/550.163.01 is in /usr/src, not yet added to DKMS nor built for $K"
+lacks rb-unpacked-lookup-not-gone "install the NVIDIA driver"
+
+# The driver's DKMS module registered (added, built for another kernel
+# only): its build for $K is still to come.
+r=$work/rb-added
+rb_root "$r"
+driver_src "$r" nvidia-current 550.163.01
+mkdir -p "$r/var/lib/dkms/nvidia-current/550.163.01/source" "$r/var/lib/dkms/nvidia-current/550.163.01/$K2/x86_64/module"
+rebuild "$r"
+has rb-added-says-pending "not rebuilt for $K yet: the NVIDIA driver's DKMS module nvidia-current/550.163.01 is present but not built for $K yet"
+lacks rb-added-not-gone "install the NVIDIA driver"
+kept rb-added-module-kept
+# DKMS's build of it for $K in its tree, not installed: not a build still
+# to come; the warning names DKMS's module and what to run.
+mkdir -p "$r/var/lib/dkms/nvidia-current/550.163.01/$K/x86_64/module"
+rm -f "$r/var/lib/nvidia-peer-memory/inputs/$K.failed"
+rebuild "$r"
+has rb-built-says-warning "nvidia-peer-memory: warning: not rebuilt for $K: "
+has rb-built-says-dkms "DKMS has nvidia-current/550.163.01 but no build of it installed for $K: dkms autoinstall -k $K"
+lacks rb-built-not-pending "is present but not built"
+kept rb-built-module-kept
+
+# The driver removed: no DKMS module, no source of it (GPUDirect Storage's
+# nvidia-fs source is not the driver's). The message says what to install.
+r=$work/rb-removed
+rb_root "$r"
+mkdir -p "$r/usr/src/nvidia-fs-2.26.6"
+echo 'PACKAGE_NAME="nvidia-fs"' >"$r/usr/src/nvidia-fs-2.26.6/dkms.conf"
+rebuild "$r"
+has rb-removed-says-gone "nvidia-peer-memory: warning: not rebuilt for $K: "
+has rb-removed-says-install "no module of $K exports it; install the NVIDIA driver's kernel modules for $K (Debian: nvidia-kernel-dkms"
+has rb-removed-says-back "the installed module stays as it was built; it loads again once those modules are back"
+lacks rb-removed-not-pending "is present but not built"
+kept rb-removed-module-kept
+out=$(NVPM_SYSROOT=$r sh "$FS" --driver-pending "$K" 2>&1) rc=$?
+exit_is rb-removed-not-pending-lookup 1
 
 echo "NEIGHBOURS-SUMMARY $pass passed, $fail failed"
 [ "$fail" = 0 ]
