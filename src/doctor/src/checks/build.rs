@@ -75,13 +75,31 @@ fn installed_exports(host: &Host, release: &str) -> Installed {
     }
 }
 
+/// What to do while the NVIDIA driver's DKMS module `dkms` is there but
+/// not built for `release` ([`Host::dkms_driver_pending`]): let DKMS build
+/// it, after which `dkms-rebuild` builds this module against it, as
+/// `dkms-rebuild` says in that case.
+pub(crate) fn driver_pending(dkms: &str, release: &str) -> String {
+    format!(
+        "the NVIDIA driver's DKMS module {dkms} is present but not built for {release} yet: its package's \
+         configuration builds it (or `dkms autoinstall -k {release}`), then dkms-rebuild builds {MODULE} against it \
+         (DKMS 3.2.2 and later run /usr/lib/nvidia-peer-memory/dkms-rebuild as their post_transaction command; \
+         with older DKMS, run it afterwards)"
+    )
+}
+
 /// What to install when the exporter of `symbol` is gone for `release`.
-fn install_exporter(symbol: &str, release: &str) -> String {
+fn install_exporter(host: &Host, symbol: &str, release: &str) -> String {
     if symbol == PEER_REGISTER {
         format!(
             "install the RDMA core with the peer-memory API for {release} (MLNX_OFED or DOCA-OFED: \
              mlnx-ofed-kernel-dkms on Debian and Ubuntu, mlnx-ofa_kernel-dkms on RPM hosts; with DKMS, \
              `dkms autoinstall -k {release}`); the installed {MODULE}.ko stays as built and loads again then"
+        )
+    } else if let Some(dkms) = host.dkms_driver_pending.as_deref() {
+        format!(
+            "{}; the installed {MODULE}.ko stays as built until then",
+            driver_pending(dkms, release)
         )
     } else {
         format!(
@@ -177,7 +195,7 @@ pub(crate) fn module_build(host: &Host) -> Check {
             let summary = format!(
                 "the installed {MODULE}.ko imports {symbol} from {whose}, and no module installed for {release} exports it"
             );
-            let fix = install_exporter(symbol, release);
+            let fix = install_exporter(host, symbol, release);
             if host.ours.is_some() {
                 warn.push((
                     format!("{summary}: the loaded one keeps working until it is unloaded"),

@@ -216,6 +216,38 @@ pub(crate) fn rust(host: &Host) -> Check {
     if missing.is_empty() {
         return Check::ok(ID, format!("{summary}; MODVERSIONS: the build takes the CRCs of the driver's and the RDMA core's modules installed for {release}")).detail(detail);
     }
+    // The driver's DKMS module there, its build for the release still to
+    // come (a driver upgrade between its package's unpack and postinst):
+    // nothing to install, DKMS builds it.
+    let driver_missing = missing.iter().any(|m| m.starts_with("the NVIDIA"));
+    let pending = host
+        .dkms_driver_pending
+        .as_deref()
+        .filter(|_| driver_missing);
+    let installs: Vec<&str> = missing
+        .iter()
+        .filter_map(|m| {
+            if !m.starts_with("the NVIDIA") {
+                Some("DOCA-OFED's or MLNX_OFED's kernel modules (mlnx-ofed-kernel-dkms, mlnx-ofa_kernel-dkms) ")
+            } else if pending.is_none() {
+                Some("the NVIDIA driver's kernel modules (Debian: nvidia-kernel-dkms or nvidia-open-kernel-dkms) ")
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut fixes = Vec::new();
+    if let Some(dkms) = pending {
+        fixes.push(super::build::driver_pending(dkms, release));
+    }
+    if !installs.is_empty() {
+        fixes.push(format!(
+            "install {}for {release} first (the build reads their CRCs); a driver built outside any package: name its \
+             module in {}",
+            installs.join("and "),
+            EXPORTERS_CONF
+        ));
+    }
     Check::warn(
         ID,
         format!(
@@ -224,20 +256,7 @@ pub(crate) fn rust(host: &Host) -> Check {
              \"disagrees about version of symbol\")",
             list(&missing)
         ),
-        format!(
-            "install {}for {release} first (the build reads their CRCs); a driver built outside any package: name its \
-             module in {}",
-            missing
-                .iter()
-                .map(|m| if m.starts_with("the NVIDIA") {
-                    "the NVIDIA driver's kernel modules (Debian: nvidia-kernel-dkms or nvidia-open-kernel-dkms) "
-                } else {
-                    "DOCA-OFED's or MLNX_OFED's kernel modules (mlnx-ofed-kernel-dkms, mlnx-ofa_kernel-dkms) "
-                })
-                .collect::<Vec<_>>()
-                .join("and "),
-            EXPORTERS_CONF
-        ),
+        fixes.join("; "),
     )
     .detail(detail)
 }

@@ -181,6 +181,10 @@ pub struct Host {
     pub operator_mofed: bool,
     /// The NVIDIA driver's package in DKMS, `name/version`, if any.
     pub dkms_driver: Option<String>,
+    /// The NVIDIA driver's DKMS module, `name/version`, when it is there
+    /// but DKMS has no build of it for the release yet (a driver package
+    /// between its unpack and its postinst; [`dkms_driver_pending`]).
+    pub dkms_driver_pending: Option<String>,
     /// The files DKMS's latest build of the module took its CRCs from.
     pub dkms_crcs: Option<String>,
     /// [`NV_PEER_MEM_CONF`] and [`EXPORTERS_CONF`], if readable.
@@ -242,6 +246,9 @@ impl Host {
                 }
             })
             .collect();
+        let dkms_driver_pending = release
+            .as_deref()
+            .and_then(|r| dkms_driver_pending(root, r));
         let mok = signing::dkms_mok(root);
         let topo = Topology::scan(root, &pci);
         let driver_params = root.read_text(DRIVER_PARAMS);
@@ -299,6 +306,7 @@ impl Host {
             operator_driver: root.exists(OPERATOR_DRIVER_ROOT),
             operator_mofed: root.exists(OPERATOR_MOFED_ROOT),
             dkms_driver: dkms_driver(root),
+            dkms_driver_pending,
             nv_peer_mem_conf: root.read_text(NV_PEER_MEM_CONF),
             exporters_conf,
             enforcement: signing::enforcement(root, config.config.as_ref(), &cmdline),
@@ -466,6 +474,64 @@ fn dkms_driver(root: &Root) -> Option<String> {
         })
 }
 
+/// The NVIDIA driver's DKMS module, `name/version`, when DKMS has no build
+/// of it for `release`: registered (its `source` under [`DKMS`]), or its
+/// source unpacked in [`USR_SRC`] (a `dkms.conf` beside the driver's
+/// `nvidia/nv-p2p.h` or `nvidia-peermem/nv-p2p.h`) and not registered yet,
+/// as in a driver upgrade between the package's unpack and its postinst
+/// (the last such source by name). The same as
+/// `scripts/find-symvers.sh --driver-pending` finds it.
+fn dkms_driver_pending(root: &Root, release: &str) -> Option<String> {
+    let is_driver = |m: &str| m.starts_with("nvidia") && m != DKMS_PACKAGE;
+    let registered = root
+        .list(DKMS)
+        .into_iter()
+        .filter(|m| is_driver(m))
+        .find_map(|m| {
+            root.list(&format!("{DKMS}/{m}"))
+                .into_iter()
+                .find(|v| root.exists(&format!("{DKMS}/{m}/{v}/source")))
+                .map(|v| format!("{m}/{v}"))
+        });
+    let module = registered.or_else(|| {
+        root.list(USR_SRC)
+            .into_iter()
+            .rev()
+            .filter(|d| is_driver(d) && !d.starts_with(&format!("{DKMS_PACKAGE}-")))
+            .filter(|d| {
+                ["nvidia", "nvidia-peermem"]
+                    .iter()
+                    .any(|sub| root.is_file(&format!("{USR_SRC}/{d}/{sub}/nv-p2p.h")))
+            })
+            .find_map(|d| {
+                let conf = root.read_text(&format!("{USR_SRC}/{d}/dkms.conf"))?;
+                Some(dkms_source_module(&d, &conf))
+            })
+    })?;
+    (!root.exists(&format!("{DKMS}/{module}/{release}"))).then_some(module)
+}
+
+/// `name/version` of the DKMS source directory `dir` (`NAME-VERSION`),
+/// the name as its `dkms.conf` says (`PACKAGE_NAME`).
+fn dkms_source_module(dir: &str, conf: &str) -> String {
+    let named = conf
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("PACKAGE_NAME="))
+        .map(|v| v.trim().trim_matches(['"', '\'']).to_string());
+    let (name, version) = match named.and_then(|n| {
+        let v = dir.strip_prefix(&format!("{n}-"))?.to_string();
+        (!v.is_empty()).then_some((n, v))
+    }) {
+        Some(nv) => nv,
+        None => dir
+            .rsplit_once('-')
+            .map_or((dir.to_string(), String::new()), |(n, v)| {
+                (n.to_string(), v.to_string())
+            }),
+    };
+    format!("{name}/{version}")
+}
+
 /// The files DKMS's latest build of the module for `release` took its CRCs
 /// from (the Makefile's [`CRCS_FROM`] line in make.log).
 fn dkms_crcs(root: &Root, release: &str) -> Option<String> {
@@ -479,4 +545,28 @@ fn dkms_crcs(root: &Root, release: &str) -> Option<String> {
                 .find_map(|l| l.strip_prefix(CRCS_FROM).map(|f| f.trim().to_string()))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dkms_source_names() {
+        let conf = "PACKAGE_NAME=\"nvidia-current\"\nPACKAGE_VERSION=\"550.163.01\"\n";
+        assert_eq!(
+            dkms_source_module("nvidia-current-550.163.01", conf),
+            "nvidia-current/550.163.01"
+        );
+        // NVIDIA's repositories: PACKAGE_NAME=nvidia, unquoted or not.
+        assert_eq!(
+            dkms_source_module("nvidia-580.95.05", "PACKAGE_NAME=nvidia\n"),
+            "nvidia/580.95.05"
+        );
+        // A dkms.conf that names no package: the last dash splits.
+        assert_eq!(
+            dkms_source_module("nvidia-open-595.44.02", "MAKE[0]=make\n"),
+            "nvidia-open/595.44.02"
+        );
+    }
 }

@@ -68,5 +68,8 @@ pub const OPERATOR_MOFED_ROOT: &str = "/run/mellanox/drivers";
 /// DKMS's tree: `<module>/<version>/<release>/<arch>/log/make.log`.
 pub const DKMS: &str = "/var/lib/dkms";
 
+/// Where packages unpack DKMS sources (`NAME-VERSION/dkms.conf`).
+pub const USR_SRC: &str = "/usr/src";
+
 /// This project's package name in DKMS.
 pub const DKMS_PACKAGE: &str = "nvidia-peer-memory";

@@ -42,6 +42,10 @@ fixtures! {
     bundled_rule => "bundled-rule",
     client_missing => "client-missing",
     cmdline_forbidden => "cmdline-forbidden",
+    crc_driver_built => "crc-driver-built",
+    crc_driver_pending => "crc-driver-pending",
+    crc_driver_pending_added => "crc-driver-pending-added",
+    crc_driver_removed => "crc-driver-removed",
     crc_exporters_deb13 => "crc-exporters-deb13",
     crc_exporters_deb13_stale => "crc-exporters-deb13-stale",
     crc_exporter_removed => "crc-exporter-removed",
@@ -119,6 +123,49 @@ fixtures! {
     stats_dma_map => "stats-dma-map",
     stats_errors => "stats-errors",
     sys => "sys",
+}
+
+/// While the NVIDIA driver's DKMS module is there but not built for the
+/// kernel (a driver upgrade between its unpack and its postinst), neither
+/// module.build nor kernel.rust tells to install the driver; with no DKMS
+/// module of it, or one built for the kernel, they do.
+#[test]
+fn driver_still_to_build_is_not_driver_gone() {
+    let text = |name: &str, id: &str| {
+        let report = peermem_doctor::run(&support::model(name, std::path::Path::new("/fixtures")));
+        let c = report
+            .check(id)
+            .unwrap_or_else(|| panic!("{name}: no {id}"));
+        format!(
+            "{}\n{}\n{}",
+            c.summary,
+            c.detail.join("\n"),
+            c.fix.clone().unwrap_or_default()
+        )
+    };
+    const INSTALL: &str = "install the NVIDIA driver's kernel modules";
+    const PENDING: &str = "is present but not built for";
+    for name in ["crc-driver-pending", "crc-driver-pending-added"] {
+        for id in ["module.build", "kernel.rust"] {
+            let t = text(name, id);
+            assert!(
+                !t.contains(INSTALL) && t.contains(PENDING),
+                "{name} {id}: {t}"
+            );
+        }
+    }
+    for (name, ids) in [
+        ("crc-driver-removed", &["module.build", "kernel.rust"][..]),
+        ("crc-driver-built", &["module.build"][..]),
+    ] {
+        for id in ids {
+            let t = text(name, id);
+            assert!(
+                t.contains(INSTALL) && !t.contains(PENDING),
+                "{name} {id}: {t}"
+            );
+        }
+    }
 }
 
 /// The binary reads a tree written out as the library reads its model:
