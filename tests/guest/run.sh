@@ -14,7 +14,9 @@
 # tests/bench); GUEST_FILES extra files for the guest's /tests (e.g.
 # parameters a scenario sources); GUEST_TIMEOUT seconds (default 600);
 # GUEST_OUT the output directory (default build/guest); GUEST_EXTRA_KO
-# space-separated extra .ko files for /lib/modules/.../extra; GUEST_PEERMEM_KO
+# space-separated extra .ko files for /lib/modules/.../extra; GUEST_UPDATES_KO
+# modules (.ko or .ko.xz) for /lib/modules/.../updates/dkms, where DKMS puts
+# them, ahead of the kernel's own of the same name; GUEST_PEERMEM_KO
 # the module installed as nvidia_peermem.ko (default ours; the anchor suite:
 # NVIDIA's, tests/anchor/run.sh) and GUEST_EXPECTED_VERSION its version (default
 # VERSION); GUEST_QEMU_ARGS
@@ -85,6 +87,7 @@ for tool in nvpm-tool nvidia-peermem-doctor; do
 	[ ! -x "$bin" ] || cp "$bin" "$ROOT/usr/bin/$tool"
 done
 for ko in ${GUEST_EXTRA_KO:-}; do cp "$ko" "$MODDIR/extra/"; done
+for ko in ${GUEST_UPDATES_KO:-}; do mkdir -p "$MODDIR/updates/dkms" && cp "$ko" "$MODDIR/updates/dkms/"; done
 depmod -b "$ROOT" "$KREL"
 
 # Scenarios and what they compare against.

@@ -124,31 +124,7 @@ fi
 
 if [ -n "$deb12" ]; then
 	# --- the simulators for 6.1, the GPU's as this driver's stand-in -----------------
-	DRV_SRC=/usr/src/${DRIVER12_DKMS%/*}-${DRIVER12_DKMS#*/}
-	SIMIN=$REPO/build/neighbours
-	INCS=$LAYER12.p2p-includes.h
-	mkdir -p "$SIMIN"
-	if [ ! -s "$INCS" ]; then
-		step "the kernel headers $DRV_SRC/nvidia/nv-p2p.c includes (the driver's conftest, then gcc -H: about 2 minutes; cached)"
-		if inroot "sh src/tests/neighbours/driver-includes.sh $DRV_SRC $K /tmp/p2p-includes.h" >"$LOGS/driver-includes.log" 2>&1; then
-			cp "$ROOT/tmp/p2p-includes.h" "$INCS.tmp" && mv "$INCS.tmp" "$INCS"
-		fi
-	fi
-	if [ -s "$INCS" ]; then ok "deb12-driver-includes ($(wc -l <"$INCS") kernel headers)"; else bad deb12-driver-includes "see $LOGS/driver-includes.log"; fi
-	rm -f "$SIMIN/p2p-includes.h" && cp "$INCS" "$SIMIN/p2p-includes.h" 2>/dev/null
-	cp "$ROOT$DRV_SRC/nvidia/nv-p2p.h" "$SIMIN/nv-p2p.h"
-	DRV_EXPORT=$(inroot "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_get_pages\$'" | cut -f4)
-	step "the simulators for $K: the GPU's from $DRV_SRC/nvidia/nv-p2p.h, exported with $DRV_EXPORT"
-	rm -f tests/sim/Module.symvers
-	if env -u NVPM_IN_NS NVPM_KERNEL_ENV=kernel-6.1.env scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" \
-		NVPM_SIM_NV_P2P_H=/src/build/neighbours/nv-p2p.h NVPM_SIM_KERNEL_INCLUDES=/src/build/neighbours/p2p-includes.h NVPM_SIM_EXPORT="$1" sims' \
-		sh "$DRV_EXPORT" >"$LOGS/sims.log" 2>&1; then ok deb12-sims-built; else bad deb12-sims-built "see $LOGS/sims.log"; fi
-	inroot "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk -F '\t' '{ print \$2, \$1, \$4 }' | sort" >"$LOGS/crcs-driver.txt" 2>&1
-	awk -F '\t' '$2 ~ /^nvidia_p2p_/ { print $2, $1, $4 }' tests/sim/Module.symvers | sort >"$LOGS/crcs-sim.txt"
-	join -a 1 "$LOGS/crcs-driver.txt" "$LOGS/crcs-sim.txt" >"$LOGS/crcs-side-by-side.txt"
-	check deb12-sim-crcs-are-drivers awk -v n="$(wc -l <"$LOGS/crcs-sim.txt")" '
-		NF != 5 { next } { both++ } $2 != $4 || $3 != $5 { print "differs: " $0; bad = 1 }
-		END { if (both < 8 || both != n) { print both " of the simulator'"'"'s " n " exports are the driver'"'"'s"; bad = 1 } exit bad }' "$LOGS/crcs-side-by-side.txt"
+	sims_as_driver deb12- kernel-6.1.env "/usr/src/${DRIVER12_DKMS%/*}-${DRIVER12_DKMS#*/}" "$LAYER12.p2p-includes.h"
 
 	# --- the RDMA core, then our packages, built on this host --------------------------
 	# Driver, RDMA core, ours: the order of a fresh install. MOFED's DKMS
@@ -158,18 +134,7 @@ if [ -n "$deb12" ]; then
 	if cp tests/sim/mofed_peer_sim.ko "$ROOT$MODS/updates/dkms/" && inr "$ROOT" depmod "$K"; then
 		ok deb12-rdma-core-installed; else bad deb12-rdma-core-installed "see $LOGS/sims.log"; fi
 	step "our packages built on Debian 12 (build_module.sh, dpkg-buildpackage -b with cargo-web; crates offline)"
-	if ! CARGO_HOME=$RUN/cargo-home cargo fetch --locked >"$LOGS/crates.log" 2>&1 ||
-		! kbuild/carried-source.sh build/carried-src >"$LOGS/carried-src.log" 2>&1; then
-		bad deb12-packages "cargo fetch or carried-source.sh failed (logs in $LOGS)"
-	fi
-	cp -pR build/carried-src "$ROOT/build/src/carried-src"
-	mkdir -p "$ROOT/root/.cargo" && cp -a "$RUN/cargo-home/registry" "$ROOT/root/.cargo/"
-	printf '[net]\noffline = true\n' >"$ROOT/root/.cargo/config.toml"
-	if inroot "cd src && ./build_module.sh --out /build/out && rm -rf /root/.cargo && mkdir -p /build/deb && cd /build/deb &&
-		tar -xzf ../out/nvidia-peer-memory_$V.orig.tar.gz && cp -r ../src/debian nvidia-peer-memory-$V/ &&
-		cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc -b" >"$LOGS/packages.log" 2>&1; then ok deb12-packages; else
-		bad deb12-packages "$(tail -n 15 "$LOGS/packages.log")"
-	fi
+	our_packages deb12-packages
 	# As an admin installs local packages: apt-get resolves what they
 	# depend on (the kernel build's tools) from the archive.
 	step "apt-get install our packages: DKMS 3.0.10 builds ours for $K (carried mode, rustc-web; 3-5 minutes)"
@@ -183,28 +148,12 @@ if [ -n "$deb12" ]; then
 		cat /var/lib/dkms/nvidia-peer-memory/$V/build/make.log" >"$LOGS/make.log" 2>&1
 	check deb12-crcs-from-installed grep -qF "CONFIG_MODVERSIONS=y: CRCs from $DRV $MODS/updates/dkms/mofed_peer_sim.ko" "$LOGS/make.log"
 	check deb12-crcs-driver-version grep -qF "(nvidia 535.309.01, exports nvidia_p2p_get_pages for $K)" "$LOGS/make.log"
-	insh deb12-crcs-carried-are-drivers "modprobe --dump-modversions $MODS/updates/dkms/nvidia_peermem.ko | awk '\$2 ~ /^nvidia_p2p_/ { print \$2, tolower(\$1) }' | sort >/tmp/carried
-		sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$2, tolower(\$1) }' | sort >/tmp/driver
-		test \$(wc -l </tmp/carried) -ge 5 && test \$(join /tmp/carried /tmp/driver | wc -l) = \$(wc -l </tmp/carried) &&
-		join /tmp/carried /tmp/driver | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
+	carried_crcs_are deb12-crcs-carried-are-drivers '^nvidia_p2p_' "$DRV"
 
 	# --- a guest: Debian's 6.1 loads the module DKMS 3.0.10 built against 535 ---------
 	step "Debian's $K boots the module DKMS built against the real 535 driver (01, 02, 40, 41; page tables 1.2)"
-	if cp "$ROOT$MODS/updates/dkms/nvidia_peermem.ko" "$SIMIN/nvidia_peermem.ko" 2>"$LOGS/guest.log"; then
-		GUEST_PEERMEM_KO=build/neighbours/nvidia_peermem.ko GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
-			GUEST_SCENARIOS='0[12]-* 4[01]-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1" GUEST_OUT=build/guest-neighbours-deb12 \
-			env -u NVPM_IN_NS NVPM_KERNEL_ENV=kernel-6.1.env scripts/in-chroot.sh tests/guest/run.sh >"$LOGS/guest.log" 2>&1
-		grep -E '^  (FAIL|SKIP) ' "$LOGS/guest.log" | sed 's/^/  guest:/'
-		summary=$(grep '^GUEST-SUMMARY ' "$LOGS/guest.log")
-		if [[ $summary =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
-			pass=$((pass + BASH_REMATCH[1])) fail=$((fail + BASH_REMATCH[2]))
-			echo "  guest on $K: ${BASH_REMATCH[1]} passed, ${BASH_REMATCH[2]} failed (log $LOGS/guest.log)"
-		else
-			bad deb12-guest "no guest summary, see $LOGS/guest.log"
-		fi
-	else
-		bad deb12-guest "no nvidia_peermem.ko for $K in the root"
-	fi
+	guest deb12-guest kernel-6.1.env build/guest-neighbours-deb12 GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+		GUEST_SCENARIOS='0[12]-* 4[01]-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
 
 	# --- modprobe and the doctor --------------------------------------------------------
 	insh deb12-modprobe-loads-ours "modprobe -S $K -n -v --ignore-install nvidia_peermem 2>&1 | tee /dev/stderr | grep -q 'insmod $MODS/updates/dkms/nvidia_peermem.ko'"
@@ -239,16 +188,16 @@ if [ -n "$deb12" ] && [[ $parts == *" deb12-upgrade "* ]]; then
 	# here); DKMS's post_transaction command rebuilds ours after that build.
 	# The rebuilt module may equal the old one byte for byte: 535's and 550's
 	# nvidia_p2p_* CRCs agree. Its build log names the driver it read.
+	# Between the unpack and the postinst the trigger finds 550's source but
+	# no build of it for $K: it says the driver's build is to come, not gone.
+	check deb12-upgrade-trigger-says-pending sh -c "grep -qF \"the NVIDIA driver's DKMS module nvidia-current/550.163.01 is present but not built for $K yet\" '$LOGS/upgrade.log' &&
+		! grep -q 'warning: not rebuilt for' '$LOGS/upgrade.log'"
 	insh deb12-upgrade-ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
 	inroot "cat /var/lib/dkms/nvidia-peer-memory/$V/$K/x86_64/log/make.log" >"$LOGS/upgrade-make.log" 2>&1
 	check deb12-upgrade-rebuilt-with-550 grep -qF "nvidia_p2p_*: $DRV (nvidia 550.163.01, exports nvidia_p2p_get_pages for $K)" "$LOGS/upgrade-make.log"
 	check deb12-upgrade-rebuilt-by-dkms-hook sh -c "grep -q 'Executing post-transaction command' '$LOGS/upgrade.log' &&
 		test -s '$ROOT/var/lib/nvidia-peer-memory/inputs/$K' && test ! -e '$ROOT/var/lib/nvidia-peer-memory/inputs/$K.failed'"
-	insh deb12-upgrade-crcs-carried-are-drivers "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*); case \$f in *.xz) xz -dc \$f >/tmp/ours.ko ;; *) cp \$f /tmp/ours.ko ;; esac
-		modprobe --dump-modversions /tmp/ours.ko | awk '\$2 ~ /^nvidia_p2p_/ { print \$2, tolower(\$1) }' | sort >/tmp/carried
-		sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk '{ print \$2, tolower(\$1) }' | sort >/tmp/driver
-		test \$(wc -l </tmp/carried) -ge 5 && test \$(join /tmp/carried /tmp/driver | wc -l) = \$(wc -l </tmp/carried) &&
-		join /tmp/carried /tmp/driver | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
+	carried_crcs_are deb12-upgrade-crcs-carried-are-drivers '^nvidia_p2p_' "$DRV"
 	doctor doctor-upgrade
 	module_build doctor-upgrade OK
 	check deb12-upgrade-doctor-names-550 grep -qF "$DRV (nvidia 550.163.01)" "$LOGS/doctor-upgrade.json"

@@ -11,7 +11,11 @@
 #     from cargo) with Debian's nvidia-kernel-dkms 535 (cached layers), the
 #     RDMA core, then our packages built on that root and installed with
 #     apt-get, a guest, modprobe and the doctor; deb12-upgrade: the driver
-#     upgraded to Debian 13's 550 with its DKMS, ours rebuilt after it.
+#     upgraded to Debian 13's 550 with its DKMS, ours rebuilt after it;
+#   ofed.sh: deb13's root and driver, then MOFED's own mlnx-ofed-kernel-dkms
+#     (25.10, from $NVPM_OFED_SRC; a cached layer), then ours; a guest with
+#     MOFED's real ib_core and ib_uverbs and an HCA (tests/neighbours/hca)
+#     registering through MOFED's ib_umem_get_peer(); MOFED's package removed.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
@@ -86,12 +90,106 @@ exporter_gone() {
 	module_build "doctor-$1" FAIL "imports $4 from $3, and no module installed for $K exports it" "$5"
 }
 
-# NVPM_NEIGHBOURS: the parts to run (default all): deb13, deb12, and
+# our_packages NAME: our .debs built in $ROOT from this tree
+# (build_module.sh, dpkg-buildpackage -b; cargo's crates copied in, offline),
+# in $ROOT/build/deb; NAME passes when they are there.
+our_packages() {
+	if ! CARGO_HOME=$RUN/cargo-home cargo fetch --locked >"$LOGS/crates.log" 2>&1 ||
+		! kbuild/carried-source.sh build/carried-src >"$LOGS/carried-src.log" 2>&1; then
+		bad "$1" "cargo fetch or carried-source.sh failed (logs in $LOGS)"
+		return 1
+	fi
+	cp -pR build/carried-src "$ROOT/build/src/carried-src"
+	mkdir -p "$ROOT/root/.cargo" && cp -a "$RUN/cargo-home/registry" "$ROOT/root/.cargo/"
+	printf '[net]\noffline = true\n' >"$ROOT/root/.cargo/config.toml"
+	if inroot "cd src && ./build_module.sh --out /build/out && rm -rf /root/.cargo && mkdir -p /build/deb && cd /build/deb &&
+		tar -xzf ../out/nvidia-peer-memory_$V.orig.tar.gz && cp -r ../src/debian nvidia-peer-memory-$V/ &&
+		cd nvidia-peer-memory-$V && dpkg-buildpackage -us -uc -b" >"$LOGS/packages.log" 2>&1; then ok "$1"; else
+		bad "$1" "$(tail -n 15 "$LOGS/packages.log")"
+		return 1
+	fi
+}
+
+# sims_as_driver PREFIX KERNEL_ENV DRIVER_SRC INCLUDES: the simulators for
+# $K in tests/sim, the GPU's as the installed driver's stand-in ($DRV): built
+# from the driver's own nv-p2p.h (DRIVER_SRC/nvidia), with the kernel
+# headers its nv-p2p.c includes itself (driver-includes.sh, cached in
+# INCLUDES) and its export type, so that its CRCs are the driver's: the
+# real nvidia.ko cannot load without a GPU. Checks PREFIX-driver-includes,
+# PREFIX-sims-built and PREFIX-sim-crcs-are-drivers (the table side by side
+# in $LOGS/crcs-side-by-side.txt).
+sims_as_driver() {
+	local p=$1 kenv=$2 src=$3 incs=$4 export_type simin=$REPO/build/neighbours
+	mkdir -p "$simin"
+	if [ ! -s "$incs" ]; then
+		step "the kernel headers $src/nvidia/nv-p2p.c includes (the driver's conftest, then gcc -H: about 2 minutes; cached)"
+		if inroot "sh src/tests/neighbours/driver-includes.sh $src $K /tmp/p2p-includes.h" >"$LOGS/driver-includes.log" 2>&1; then
+			cp "$ROOT/tmp/p2p-includes.h" "$incs.tmp" && mv "$incs.tmp" "$incs"
+		fi
+	fi
+	if [ -s "$incs" ]; then ok "${p}driver-includes ($(wc -l <"$incs") kernel headers)"; else bad "${p}driver-includes" "see $LOGS/driver-includes.log"; fi
+	rm -f "$simin/p2p-includes.h" && cp "$incs" "$simin/p2p-includes.h" 2>/dev/null
+	cp "$ROOT$src/nvidia/nv-p2p.h" "$simin/nv-p2p.h"
+	export_type=$(inroot "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_get_pages\$'" | cut -f4)
+	step "the simulators for $K: the GPU's from $src/nvidia/nv-p2p.h, exported with $export_type"
+	rm -f tests/sim/Module.symvers
+	if env -u NVPM_IN_NS NVPM_KERNEL_ENV="$kenv" scripts/in-chroot.sh sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" \
+		NVPM_SIM_NV_P2P_H=/src/build/neighbours/nv-p2p.h NVPM_SIM_KERNEL_INCLUDES=/src/build/neighbours/p2p-includes.h NVPM_SIM_EXPORT="$1" sims' \
+		sh "$export_type" >"$LOGS/sims.log" 2>&1; then ok "${p}sims-built"; else bad "${p}sims-built" "see $LOGS/sims.log"; fi
+	# Symbol, CRC and export type, side by side: the driver's and the simulator's.
+	inroot "sh src/scripts/find-symvers.sh --exports $DRV '^nvidia_p2p_' | awk -F '\t' '{ print \$2, \$1, \$4 }' | sort" >"$LOGS/crcs-driver.txt" 2>&1
+	awk -F '\t' '$2 ~ /^nvidia_p2p_/ { print $2, $1, $4 }' tests/sim/Module.symvers | sort >"$LOGS/crcs-sim.txt"
+	join -a 1 "$LOGS/crcs-driver.txt" "$LOGS/crcs-sim.txt" >"$LOGS/crcs-side-by-side.txt"
+	check "${p}sim-crcs-are-drivers" awk -v n="$(wc -l <"$LOGS/crcs-sim.txt")" '
+		NF != 5 { next } { both++ } $2 != $4 || $3 != $5 { print "differs: " $0; bad = 1 }
+		END { if (both < 8 || both != n) { print both " of the simulator'"'"'s " n " exports are the driver'"'"'s"; bad = 1 } exit bad }' "$LOGS/crcs-side-by-side.txt"
+}
+
+# carried_crcs_are NAME REGEX EXPORTER [MIN]: every CRC of a symbol matching
+# REGEX that our installed module carries is the one EXPORTER (a module
+# file in $ROOT) exports, and it carries at least MIN (default 5) of them.
+carried_crcs_are() {
+	insh "$1" "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*); case \$f in *.xz) xz -dc \$f >/tmp/ours.ko ;; *) cp \$f /tmp/ours.ko ;; esac
+		modprobe --dump-modversions /tmp/ours.ko | awk '\$2 ~ /$2/ { print \$2, tolower(\$1) }' | sort >/tmp/carried
+		sh src/scripts/find-symvers.sh --exports $3 '$2' | awk '{ print \$2, tolower(\$1) }' | sort >/tmp/exported
+		test \$(wc -l </tmp/carried) -ge ${4:-5} && test \$(join /tmp/carried /tmp/exported | wc -l) = \$(wc -l </tmp/carried) &&
+		join /tmp/carried /tmp/exported | awk '\$2 != \$3 { print; bad = 1 } END { exit bad }'"
+}
+
+# guest NAME KERNEL_ENV OUT [VAR=VALUE...]: Debian's image boots our module as
+# DKMS installed it in $ROOT (tests/guest/run.sh with the VARs), and its
+# checks count as this suite's; NAME fails when the guest gives no summary.
+guest() {
+	local name=$1 kenv=$2 out=$3 summary
+	shift 3
+	mkdir -p "$REPO/build/neighbours"
+	if inr "$ROOT" sh -c "f=\$(ls $MODS/updates/dkms/nvidia_peermem.ko*); case \$f in *.xz) xz -dc \$f ;; *) cat \$f ;; esac" \
+		>"$REPO/build/neighbours/nvidia_peermem.ko" 2>"$LOGS/$name.log"; then
+		env GUEST_PEERMEM_KO=build/neighbours/nvidia_peermem.ko GUEST_OUT="$out" "$@" \
+			env -u NVPM_IN_NS NVPM_KERNEL_ENV="$kenv" scripts/in-chroot.sh tests/guest/run.sh >"$LOGS/$name.log" 2>&1
+		grep -E '^  (FAIL|SKIP) ' "$LOGS/$name.log" | sed 's/^/  guest:/'
+		summary=$(grep '^GUEST-SUMMARY ' "$LOGS/$name.log")
+		if [[ $summary =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+			pass=$((pass + BASH_REMATCH[1])) fail=$((fail + BASH_REMATCH[2]))
+			echo "  guest on $K: ${BASH_REMATCH[1]} passed, ${BASH_REMATCH[2]} failed (log $LOGS/$name.log)"
+		else
+			bad "$name" "no guest summary, see $LOGS/$name.log"
+		fi
+	else
+		bad "$name" "no nvidia_peermem.ko for $K in the root"
+	fi
+}
+
+# NVPM_NEIGHBOURS: the parts to run (default all): deb13, ofed, deb12, and
 # deb12-upgrade (deb12's driver upgraded 535 -> 550; needs deb12).
-parts=" ${NVPM_NEIGHBOURS:-deb13 deb12 deb12-upgrade} "
+parts=" ${NVPM_NEIGHBOURS:-deb13 ofed deb12 deb12-upgrade} "
 if [[ $parts == *" deb13 "* ]]; then
 	# shellcheck source=tests/neighbours/deb13.sh
 	. tests/neighbours/deb13.sh
+fi
+if [[ $parts == *" ofed "* ]]; then
+	# shellcheck source=tests/neighbours/ofed.sh
+	. tests/neighbours/ofed.sh
 fi
 if [[ $parts == *" deb12 "* ]]; then
 	# shellcheck source=tests/neighbours/deb12.sh

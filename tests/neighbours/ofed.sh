@@ -1,0 +1,164 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016 # scripts for the root in single quotes
+# make check-neighbours, MOFED: Debian 13's 6.12 with Debian's
+# nvidia-kernel-dkms 550 (deb13-layer.sh), then MOFED's own
+# mlnx-ofed-kernel-dkms package, built from its debian/ packaging and
+# installed with dpkg, its DKMS building what peer memory needs (a cached
+# layer), then ours: the order of a fresh install. Debian's 6.12 image then
+# boots MOFED's real ib_core and ib_uverbs, the GPU simulator as the
+# driver's stand-in, our DKMS-built module and an HCA played by
+# ofed_hca_test (tests/neighbours/hca), which registers memory through
+# MOFED's ib_umem_get_peer(). Then MOFED's package removed. Sourced by
+# run.sh (its helpers and variables).
+# shellcheck disable=SC2154 # pass, fail: tests/lib/check.sh's
+
+# MOFED's kernel source, pinned (ofed-src.sh); no tarball, one SKIP line.
+OFED_REL=25.10.1.7.1.1
+OFED_DKMS=mlnx-ofed-kernel/25.10.OFED.$OFED_REL
+if ! OFED_TGZ=$(tests/neighbours/ofed-src.sh "$OFED_REL" 2>&1); then
+	case $OFED_TGZ in
+	SKIP*) echo "$OFED_TGZ" ;;
+	*) bad ofed-source "$OFED_TGZ" ;;
+	esac
+	return 0
+fi
+
+# shellcheck source=tests/neighbours/deb13-layer.sh
+[ -n "${LAYER:-}" ] || . tests/neighbours/deb13-layer.sh
+LOGS=$REPO/build/logs/neighbours/ofed
+mkdir -p "$LOGS"
+rm -f "$LOGS"/*.log
+
+# --- the MOFED layer: its DKMS package, built and installed as an admin does ----
+# MOFED's dkms.conf builds every module of its --default configure (mlx5,
+# ipoib, ..., 30-60 minutes here). Its own tooling restricts a build by
+# the module list in dkms.conf (ofed_scripts/dkms_ofed get-config turns
+# the list into configure options); DKMS's /etc/dkms/<module>.conf cannot
+# shorten the list (it adds to the arrays). So the one change to MOFED's
+# source: dkms.conf lists mlx_compat, ib_core and ib_uverbs, configured
+# --with-core-mod --with-user_access-mod (CONFIG_INFINIBAND_USER_MEM: the
+# peer-memory API in ib_uverbs). mlnx-ofed-kernel-utils depends on
+# mlnx-tools (MOFED's userspace tools, not in Debian), which is skipped
+# (dpkg --ignore-depends); the build needs nothing of it.
+OFED_MODULES="compat/mlx_compat drivers/infiniband/core/ib_core drivers/infiniband/core/ib_uverbs"
+OFED_CONFIGURE="--with-core-mod --with-user_access-mod"
+REV=1 # bump when the layer's making changes
+key=$(printf '%s|%s|%s|%s|%s|%s' "$REV" "${LAYER##*/}" "${PKGROOT##*/}" "$(sha256sum "$OFED_TGZ" | cut -c1-64)" \
+	"$OFED_MODULES" "$OFED_CONFIGURE" | sha256sum | cut -c1-10)
+OLAYER=$NVPM_CACHE/neighbours/ofed-$OFED_REL-$key
+if [ ! -e "$OLAYER/.complete" ]; then
+	step "MOFED $OFED_REL's mlnx-ofed-kernel-dkms: dpkg-buildpackage, dpkg -i, DKMS builds ib_core and ib_uverbs for $K (about 15 minutes; cached)"
+	rm -rf "$OLAYER.tmp"
+	r=$OLAYER.tmp/root
+	if mount_root "$r" "$LAYER/upper:$PKGROOT" "$OLAYER.tmp/upper" "$OLAYER.tmp/work"; then
+		cp /etc/resolv.conf "$r/etc/resolv.conf"
+		mkdir -p "$r/build/ofed" && tar -xzf "$OFED_TGZ" -C "$r/build/ofed"
+		t1=$SECONDS
+		cat >"$r/tmp/ofed-layer.sh" <<'EOF'
+set -e
+apt-get install -y -q --no-install-recommends lsof pciutils procps
+cd /build/ofed/mlnx-ofa_kernel-*
+sed -i "s|^PRE_BUILD=.*|PRE_BUILD='./configure --kernel-sources=\$kernel_source_dir $CONFIGURE --with-njobs=\$parallel_jobs'|" dkms.conf
+awk -v mods="$MODULES" '
+	/^mlnx_ofed_modules="/ { print; n = split(mods, m, " "); for (i = 1; i <= n; i++) print m[i]; skip = 1; next }
+	skip && /^"/ { skip = 0 }
+	!skip' dkms.conf >dkms.conf.new
+mv dkms.conf.new dkms.conf
+grep -A4 '^mlnx_ofed_modules=' dkms.conf
+grep '^PRE_BUILD=' dkms.conf
+dpkg-buildpackage -us -uc -b
+cd ..
+dpkg -i --ignore-depends=mlnx-tools mlnx-ofed-kernel-utils_*.deb mlnx-ofed-kernel-dkms_*.deb
+rm -rf /build/ofed /tmp/ofed-layer.sh
+EOF
+		if inr "$r" env MODULES="$OFED_MODULES" CONFIGURE="$OFED_CONFIGURE" sh /tmp/ofed-layer.sh >"$LOGS/layer-ofed.log" 2>&1; then
+			echo "$((SECONDS - t1))" >"$OLAYER.tmp/seconds"
+			rm -f "$r/etc/resolv.conf"
+			umount_root "$r"
+			rm -rf "$OLAYER" && mkdir -p "$OLAYER" && mv "$OLAYER.tmp/upper" "$OLAYER.tmp/seconds" "$OLAYER/" &&
+				cp "$LOGS/layer-ofed.log" "$OLAYER/ofed.log" && touch "$OLAYER/.complete" && rm -rf "$OLAYER.tmp"
+			step "MOFED layer built in $(cat "$OLAYER/seconds") s"
+		else
+			umount_root "$r"
+			bad ofed-layer "$(tail -n 15 "$LOGS/layer-ofed.log")"
+			return 0
+		fi
+	else
+		bad ofed-layer "overlay mount failed"
+		return 0
+	fi
+fi
+ok "ofed-layer (cached: $(cat "$OLAYER/seconds") s when built)"
+
+# --- the run's root ------------------------------------------------------------
+RUN=$NVPM_CACHE/neighbours/run-ofed
+ROOT=$RUN/root
+umount_root "$ROOT"
+rm -rf "$RUN/upper" "$RUN/work"
+mount_root "$ROOT" "$OLAYER/upper:$LAYER/upper:$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
+mkdir -p "$ROOT/build/src"
+git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+MODS=/lib/modules/$K
+DRV=$MODS/updates/dkms/nvidia-current.ko.xz
+UVERBS=$MODS/updates/dkms/ib_uverbs.ko.xz
+OFA=/usr/src/ofa_kernel/x86_64/$K
+
+# --- what MOFED's DKMS package left, as it is ------------------------------------
+step "the real layout of MOFED $OFED_REL's mlnx-ofed-kernel-dkms with DKMS 3.2.2"
+inroot "dkms status; find $MODS/updates | sort; ls -l /usr/src /usr/src/ofa_kernel /usr/src/ofa_kernel/x86_64 $OFA/; ls -l /etc/alternatives/ofa_kernel_headers" >"$LOGS/layout.txt" 2>&1
+insh ofed-layout-dkms "dkms status -m ${OFED_DKMS%/*} | grep -q '^$OFED_DKMS, $K, x86_64: installed'"
+insh ofed-layout-modules "for m in mlx_compat ib_core ib_uverbs; do test -f $MODS/updates/dkms/\$m.ko.xz; done"
+# POST_BUILD copied the headers and the table for this kernel, linked from
+# ofa_kernel/<arch>/<kernel>; "default" names one kernel's copy.
+insh ofed-layout-headers "test -L $OFA && test -s $OFA/Module.symvers && test -f $OFA/include/linux/compat-2.6.h && test -e /usr/src/ofa_kernel/default"
+# What find-symvers.sh reads from ib_uverbs.ko.xz is the table MOFED's build wrote.
+insh ofed-crcs-module-equal-table "sh src/scripts/find-symvers.sh --exports $UVERBS '^ib_(un)?register_peer_memory_client\$' | cut -f1,2 | sort >/tmp/ours
+	awk -F '\t' '\$2 ~ /^ib_(un)?register_peer_memory_client\$/ { print \$1 \"\t\" \$2 }' $OFA/Module.symvers | sort >/tmp/ofed
+	test \$(wc -l </tmp/ours) = 2 && diff /tmp/ours /tmp/ofed"
+cp "$ROOT/tmp/ours" "$LOGS/ofed-crcs.txt" 2>/dev/null
+
+# --- ours, last: DKMS builds it at once with both exporters' CRCs ----------------
+step "our packages from this tree (build_module.sh, dpkg-buildpackage -b; cargo's crates offline)"
+our_packages ofed-packages || return 0
+step "dpkg -i our packages: DKMS builds ours against the driver and MOFED's ib_uverbs (carried mode, 3-5 minutes)"
+if inroot "dpkg -i deb/nvidia-peer-memory-dkms_${V}-1_all.deb deb/nvidia-peer-memory_${V}-1_amd64.deb" >"$LOGS/install.log" 2>&1; then
+	ok ofed-ours-installs; else bad ofed-ours-installs "$(tail -n 15 "$LOGS/install.log")"; fi
+insh ofed-ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
+inroot "cat /var/lib/dkms/nvidia-peer-memory/$V/$K/x86_64/log/make.log" >"$LOGS/make.log" 2>&1
+check ofed-crcs-from-installed grep -qF "CONFIG_MODVERSIONS=y: CRCs from $DRV $UVERBS" "$LOGS/make.log"
+carried_crcs_are ofed-crcs-carried-are-mofeds '^ib_(un)?register_peer_memory_client$' "$UVERBS" 2
+carried_crcs_are ofed-crcs-carried-are-drivers '^nvidia_p2p_' "$DRV"
+insh ofed-modprobe-resolves-mofed "modprobe -S $K -n -v --ignore-install nvidia_peermem 2>&1 | grep -q 'insmod $UVERBS'"
+
+# --- the simulator as the driver's stand-in, and the HCA ------------------------
+sims_as_driver ofed- kernel-6.12.env "/usr/src/${DRIVER_DKMS%/*}-${DRIVER_DKMS#*/}" "$LAYER.p2p-includes.h"
+step "ofed_hca_test for $K, against MOFED's headers and table ($OFA)"
+if inroot "make -C $MODS/build M=/build/src/tests/neighbours/hca OFA=$OFA KBUILD_EXTRA_SYMBOLS=$OFA/Module.symvers modules" >"$LOGS/hca.log" 2>&1 &&
+	cp "$ROOT/build/src/tests/neighbours/hca/ofed_hca_test.ko" build/neighbours/; then
+	ok ofed-hca-built; else bad ofed-hca-built "$(tail -n 15 "$LOGS/hca.log")"; fi
+rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
+cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
+
+# --- a guest: MOFED's core, the GPU simulator, ours, the HCA --------------------
+step "Debian's $K boots MOFED's ib_core and ib_uverbs with the module DKMS built (70-mofed-core)"
+guest ofed-guest kernel-6.12.env build/guest-neighbours-ofed GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
+	GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
+	GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
+
+# --- the doctor agrees with DKMS --------------------------------------------------
+doctor ofed-doctor
+module_build ofed-doctor OK
+check ofed-doctor-names-mofed grep -qF "the RDMA core: $UVERBS" "$LOGS/ofed-doctor.json"
+
+# --- MOFED's package removed: the module stays, the rebuild and the doctor say why -
+# Its prerm has DKMS remove MOFED's modules; depmod then indexes the
+# kernel's own ib_core, without the peer-memory API; dpkg runs our trigger.
+step "dpkg -r mlnx-ofed-kernel-dkms (DKMS removes MOFED's modules; our trigger runs)"
+# shellcheck disable=SC2034 # run.sh's exporter_gone reads it
+ko_sum=$(inr "$ROOT" sh -c "sha256sum $MODS/updates/dkms/nvidia_peermem.ko*")
+inroot "dpkg -r mlnx-ofed-kernel-dkms" >"$LOGS/ofed-removed.log" 2>&1
+insh ofed-removed "! dkms status -m ${OFED_DKMS%/*} | grep -q . && ! ls $MODS/updates/dkms/ib_uverbs.ko* 2>/dev/null"
+exporter_gone ofed-removed "$LOGS/ofed-removed.log" "the RDMA core" ib_register_peer_memory_client \
+	"install the RDMA core with the peer-memory API for $K"
+
+umount_root "$ROOT"
