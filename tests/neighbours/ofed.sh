@@ -13,15 +13,19 @@
 # shellcheck disable=SC2154 # pass, fail: tests/lib/check.sh's
 
 # MOFED's kernel source, pinned (ofed-src.sh); no tarball, one SKIP line.
+# ofed_tarball REL: sets OFED_TGZ; false (with that line) without it.
+ofed_tarball() {
+	if ! OFED_TGZ=$(tests/neighbours/ofed-src.sh "$1" 2>&1); then
+		case $OFED_TGZ in
+		SKIP*) echo "$OFED_TGZ" ;;
+		*) bad ofed-source "$OFED_TGZ" ;;
+		esac
+		return 1
+	fi
+}
 OFED_REL=25.10.1.7.1.1
 OFED_DKMS=mlnx-ofed-kernel/25.10.OFED.$OFED_REL
-if ! OFED_TGZ=$(tests/neighbours/ofed-src.sh "$OFED_REL" 2>&1); then
-	case $OFED_TGZ in
-	SKIP*) echo "$OFED_TGZ" ;;
-	*) bad ofed-source "$OFED_TGZ" ;;
-	esac
-	return 0
-fi
+ofed_tarball "$OFED_REL" || return 0
 
 # shellcheck source=tests/neighbours/deb13-layer.sh
 [ -n "${LAYER:-}" ] || . tests/neighbours/deb13-layer.sh
@@ -31,64 +35,47 @@ rm -f "$LOGS"/*.log
 
 # --- the MOFED layer: its DKMS package, built and installed as an admin does ----
 # MOFED's dkms.conf builds every module of its --default configure (mlx5,
-# ipoib, ..., 30-60 minutes here). Its own tooling restricts a build by
-# the module list in dkms.conf (ofed_scripts/dkms_ofed get-config turns
-# the list into configure options); DKMS's /etc/dkms/<module>.conf cannot
-# shorten the list (it adds to the arrays). So the one change to MOFED's
-# source: dkms.conf lists mlx_compat, ib_core and ib_uverbs, configured
-# --with-core-mod --with-user_access-mod (CONFIG_INFINIBAND_USER_MEM: the
-# peer-memory API in ib_uverbs). mlnx-ofed-kernel-utils depends on
-# mlnx-tools (MOFED's userspace tools, not in Debian), which is skipped
-# (dpkg --ignore-depends); the build needs nothing of it.
+# ipoib, ..., 30-60 minutes here): ofed-install.sh restricts it to
+# mlx_compat, ib_core and ib_uverbs, configured --with-core-mod
+# --with-user_access-mod (CONFIG_INFINIBAND_USER_MEM: the peer-memory API
+# in ib_uverbs).
 OFED_MODULES="compat/mlx_compat drivers/infiniband/core/ib_core drivers/infiniband/core/ib_uverbs"
 OFED_CONFIGURE="--with-core-mod --with-user_access-mod"
-REV=1 # bump when the layer's making changes
-key=$(printf '%s|%s|%s|%s|%s|%s' "$REV" "${LAYER##*/}" "${PKGROOT##*/}" "$(sha256sum "$OFED_TGZ" | cut -c1-64)" \
-	"$OFED_MODULES" "$OFED_CONFIGURE" | sha256sum | cut -c1-10)
-OLAYER=$NVPM_CACHE/neighbours/ofed-$OFED_REL-$key
-if [ ! -e "$OLAYER/.complete" ]; then
-	step "MOFED $OFED_REL's mlnx-ofed-kernel-dkms: dpkg-buildpackage, dpkg -i, DKMS builds ib_core and ib_uverbs for $K (about 15 minutes; cached)"
-	rm -rf "$OLAYER.tmp"
-	r=$OLAYER.tmp/root
-	if mount_root "$r" "$LAYER/upper:$PKGROOT" "$OLAYER.tmp/upper" "$OLAYER.tmp/work"; then
+# ofed_layer REL: OLAYER, MOFED REL's package installed over deb13's driver
+# layer, its DKMS build done (cached by key); false when it cannot be made.
+ofed_layer() {
+	local rel=$1 key r t1 rev=1 # rev: bump when the layer's making changes
+	ofed_tarball "$rel" || return 1
+	key=$(printf '%s|%s|%s|%s|%s|%s' "$rev" "${LAYER##*/}" "${PKGROOT##*/}" "$(sha256sum "$OFED_TGZ" | cut -c1-64)" \
+		"$OFED_MODULES" "$OFED_CONFIGURE" | sha256sum | cut -c1-10)
+	OLAYER=$NVPM_CACHE/neighbours/ofed-$rel-$key
+	if [ ! -e "$OLAYER/.complete" ]; then
+		step "MOFED $rel's mlnx-ofed-kernel-dkms: dpkg-buildpackage, dpkg -i, DKMS builds ib_core and ib_uverbs for $K (about 9 minutes; cached)"
+		rm -rf "$OLAYER.tmp"
+		r=$OLAYER.tmp/root
+		if ! mount_root "$r" "$LAYER/upper:$PKGROOT" "$OLAYER.tmp/upper" "$OLAYER.tmp/work"; then
+			bad "ofed-layer-$rel" "overlay mount failed"
+			return 1
+		fi
 		cp /etc/resolv.conf "$r/etc/resolv.conf"
-		mkdir -p "$r/build/ofed" && tar -xzf "$OFED_TGZ" -C "$r/build/ofed"
+		mkdir -p "$r/build/ofed" && tar -xzf "$OFED_TGZ" -C "$r/build/ofed" && cp tests/neighbours/ofed-install.sh "$r/tmp/"
 		t1=$SECONDS
-		cat >"$r/tmp/ofed-layer.sh" <<'EOF'
-set -e
-apt-get install -y -q --no-install-recommends lsof pciutils procps
-cd /build/ofed/mlnx-ofa_kernel-*
-sed -i "s|^PRE_BUILD=.*|PRE_BUILD='./configure --kernel-sources=\$kernel_source_dir $CONFIGURE --with-njobs=\$parallel_jobs'|" dkms.conf
-awk -v mods="$MODULES" '
-	/^mlnx_ofed_modules="/ { print; n = split(mods, m, " "); for (i = 1; i <= n; i++) print m[i]; skip = 1; next }
-	skip && /^"/ { skip = 0 }
-	!skip' dkms.conf >dkms.conf.new
-mv dkms.conf.new dkms.conf
-grep -A4 '^mlnx_ofed_modules=' dkms.conf
-grep '^PRE_BUILD=' dkms.conf
-dpkg-buildpackage -us -uc -b
-cd ..
-dpkg -i --ignore-depends=mlnx-tools mlnx-ofed-kernel-utils_*.deb mlnx-ofed-kernel-dkms_*.deb
-rm -rf /build/ofed /tmp/ofed-layer.sh
-EOF
-		if inr "$r" env MODULES="$OFED_MODULES" CONFIGURE="$OFED_CONFIGURE" sh /tmp/ofed-layer.sh >"$LOGS/layer-ofed.log" 2>&1; then
+		if inr "$r" sh /tmp/ofed-install.sh /build/ofed "$OFED_MODULES" "$OFED_CONFIGURE" >"$LOGS/layer-ofed-$rel.log" 2>&1; then
 			echo "$((SECONDS - t1))" >"$OLAYER.tmp/seconds"
-			rm -f "$r/etc/resolv.conf"
+			rm -f "$r/etc/resolv.conf" "$r/tmp/ofed-install.sh"
 			umount_root "$r"
 			rm -rf "$OLAYER" && mkdir -p "$OLAYER" && mv "$OLAYER.tmp/upper" "$OLAYER.tmp/seconds" "$OLAYER/" &&
-				cp "$LOGS/layer-ofed.log" "$OLAYER/ofed.log" && touch "$OLAYER/.complete" && rm -rf "$OLAYER.tmp"
-			step "MOFED layer built in $(cat "$OLAYER/seconds") s"
+				cp "$LOGS/layer-ofed-$rel.log" "$OLAYER/ofed.log" && touch "$OLAYER/.complete" && rm -rf "$OLAYER.tmp"
+			step "MOFED $rel layer built in $(cat "$OLAYER/seconds") s"
 		else
 			umount_root "$r"
-			bad ofed-layer "$(tail -n 15 "$LOGS/layer-ofed.log")"
-			return 0
+			bad "ofed-layer-$rel" "$(tail -n 15 "$LOGS/layer-ofed-$rel.log")"
+			return 1
 		fi
-	else
-		bad ofed-layer "overlay mount failed"
-		return 0
 	fi
-fi
-ok "ofed-layer (cached: $(cat "$OLAYER/seconds") s when built)"
+	ok "ofed-layer-$rel (cached: $(cat "$OLAYER/seconds") s when built)"
+}
+ofed_layer "$OFED_REL" || return 0
 
 # --- the run's root ------------------------------------------------------------
 RUN=$NVPM_CACHE/neighbours/run-ofed
@@ -162,3 +149,48 @@ exporter_gone ofed-removed "$LOGS/ofed-removed.log" "the RDMA core" ib_register_
 	"install the RDMA core with the peer-memory API for $K"
 
 umount_root "$ROOT"
+
+# --- MOFED upgraded: 25.07 -> 25.10, with ours installed ---------------------------
+# (part ofed-upgrade, after ofed: its simulators and HCA) 25.07's package, then ours built against its
+# ib_uverbs, then 25.10's package installed over it as an admin upgrades:
+# its DKMS builds 25.10 in the postinst, and DKMS's post_transaction command
+# (our -dkms package's) rebuilds ours after that build; the trigger that
+# dpkg runs between the unpack and the postinst must not leave the module
+# built against 25.07 alone.
+OFED_OLD_REL=25.07.0.9.7.1
+if [[ $parts == *" ofed-upgrade "* ]] && ofed_layer "$OFED_OLD_REL"; then
+	RUN=$NVPM_CACHE/neighbours/run-ofed-upgrade
+	ROOT=$RUN/root
+	umount_root "$ROOT"
+	rm -rf "$RUN/upper" "$RUN/work"
+	mount_root "$ROOT" "$OLAYER/upper:$LAYER/upper:$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
+	mkdir -p "$ROOT/build/src"
+	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+	insh ofed-upgrade-old-installed "dkms status -m ${OFED_DKMS%/*} | grep -q '^${OFED_DKMS%/*}/25.07.*, $K, x86_64: installed'"
+	inroot "sh src/scripts/find-symvers.sh --exports $UVERBS '_peer_memory_client\$' | cut -f1,2 | sort" >"$LOGS/ofed-25.07-crcs.txt" 2>&1
+	step "our packages, built against MOFED $OFED_OLD_REL's ib_uverbs"
+	our_packages ofed-upgrade-packages || return 0
+	if inroot "dpkg -i deb/nvidia-peer-memory-dkms_${V}-1_all.deb deb/nvidia-peer-memory_${V}-1_amd64.deb" >"$LOGS/upgrade-ours.log" 2>&1; then
+		ok ofed-upgrade-ours-installs; else bad ofed-upgrade-ours-installs "$(tail -n 15 "$LOGS/upgrade-ours.log")"; fi
+	carried_crcs_are ofed-upgrade-crcs-are-25.07s '^ib_(un)?register_peer_memory_client$' "$UVERBS" 2
+	step "MOFED $OFED_REL's package installed over $OFED_OLD_REL (dpkg -i; DKMS builds it, then ours: about 10 minutes)"
+	mkdir -p "$ROOT/build/ofed" && tar -xzf "$(tests/neighbours/ofed-src.sh "$OFED_REL")" -C "$ROOT/build/ofed" &&
+		cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+	if inroot "sh src/tests/neighbours/ofed-install.sh /build/ofed '$OFED_MODULES' '$OFED_CONFIGURE'" >"$LOGS/upgrade.log" 2>&1; then
+		ok ofed-upgrade-installs; else bad ofed-upgrade-installs "$(tail -n 15 "$LOGS/upgrade.log")"; fi
+	insh ofed-upgrade-new-installed "dkms status -m ${OFED_DKMS%/*} | grep -q '^$OFED_DKMS, $K, x86_64: installed' && ! dkms status -m ${OFED_DKMS%/*} | grep -q 25.07"
+	inroot "sh src/scripts/find-symvers.sh --exports $UVERBS '_peer_memory_client\$' | cut -f1,2 | sort" >"$LOGS/ofed-25.10-crcs.txt" 2>&1
+	echo "  the peer-memory API's CRCs, MOFED $OFED_OLD_REL then $OFED_REL: $(paste -sd ' ' "$LOGS/ofed-25.07-crcs.txt") | $(paste -sd ' ' "$LOGS/ofed-25.10-crcs.txt")"
+	insh ofed-upgrade-ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
+	carried_crcs_are ofed-upgrade-crcs-are-25.10s '^ib_(un)?register_peer_memory_client$' "$UVERBS" 2
+	check ofed-upgrade-rebuilt-by-dkms-hook grep -q 'Executing post-transaction command' "$LOGS/upgrade.log"
+	doctor ofed-upgrade-doctor
+	module_build ofed-upgrade-doctor OK
+	rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
+	cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
+	step "Debian's $K boots MOFED $OFED_REL's core with the module rebuilt after the upgrade (70-mofed-core)"
+	guest ofed-upgrade-guest kernel-6.12.env build/guest-neighbours-ofed-upgrade GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
+		GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
+		GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
+	umount_root "$ROOT"
+fi

@@ -15,7 +15,8 @@
 #   ofed.sh: deb13's root and driver, then MOFED's own mlnx-ofed-kernel-dkms
 #     (25.10, from $NVPM_OFED_SRC; a cached layer), then ours; a guest with
 #     MOFED's real ib_core and ib_uverbs and an HCA (tests/neighbours/hca)
-#     registering through MOFED's ib_umem_get_peer(); MOFED's package removed.
+#     registering through MOFED's ib_umem_get_peer(); MOFED's package removed;
+#     ofed-upgrade: MOFED 25.07's package, ours, then 25.10's over it.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
@@ -180,9 +181,10 @@ guest() {
 	fi
 }
 
-# NVPM_NEIGHBOURS: the parts to run (default all): deb13, ofed, deb12, and
-# deb12-upgrade (deb12's driver upgraded 535 -> 550; needs deb12).
-parts=" ${NVPM_NEIGHBOURS:-deb13 ofed deb12 deb12-upgrade} "
+# NVPM_NEIGHBOURS: the parts to run (default all): deb13, ofed,
+# ofed-upgrade (MOFED 25.07 -> 25.10 with ours installed; needs ofed), deb12,
+# and deb12-upgrade (deb12's driver upgraded 535 -> 550; needs deb12).
+parts=" ${NVPM_NEIGHBOURS:-deb13 ofed ofed-upgrade deb12 deb12-upgrade} "
 if [[ $parts == *" deb13 "* ]]; then
 	# shellcheck source=tests/neighbours/deb13.sh
 	. tests/neighbours/deb13.sh

@@ -1,0 +1,27 @@
+#!/bin/sh
+# ofed-install.sh DIR MODULES CONFIGURE: inside a test root, MOFED's
+# mlnx-ofed-kernel-dkms built from its source in DIR (its debian/
+# packaging) and installed with dpkg, as an admin does; dpkg's postinst has
+# DKMS build it for the root's kernels. The one change to MOFED's source:
+# dkms.conf's module list (MODULES) and its configure options (CONFIGURE),
+# which is how MOFED's own tooling restricts a build (ofed_scripts/dkms_ofed
+# get-config); DKMS's /etc/dkms/<module>.conf cannot shorten the list (DKMS
+# merges its arrays index by index). mlnx-ofed-kernel-utils depends on
+# mlnx-tools (MOFED's userspace tools, in no Debian archive): skipped with
+# --ignore-depends; the build needs nothing of it.
+set -e
+dir=$1 modules=$2 configure=$3
+apt-get install -y -q --no-install-recommends lsof pciutils procps
+cd "$dir"/mlnx-ofa_kernel-*
+sed -i "s|^PRE_BUILD=.*|PRE_BUILD='./configure --kernel-sources=\$kernel_source_dir $configure --with-njobs=\$parallel_jobs'|" dkms.conf
+awk -v mods="$modules" '
+	/^mlnx_ofed_modules="/ { print; n = split(mods, m, " "); for (i = 1; i <= n; i++) print m[i]; skip = 1; next }
+	skip && /^"/ { skip = 0 }
+	!skip' dkms.conf >dkms.conf.new
+mv dkms.conf.new dkms.conf
+grep -A4 '^mlnx_ofed_modules=' dkms.conf
+grep '^PRE_BUILD=' dkms.conf
+dpkg-buildpackage -us -uc -b
+cd ..
+dpkg -i --ignore-depends=mlnx-tools mlnx-ofed-kernel-utils_*.deb mlnx-ofed-kernel-dkms_*.deb
+rm -rf "$dir"
