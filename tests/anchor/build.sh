@@ -18,7 +18,9 @@
 # tests/anchor/from-git.sh put in the cache (git-VERSION-COMMIT: NVIDIA's
 # repository, never fetched here); ANCHOR_CACHE (default
 # /var/cache/nvpm-anchor, inside the root, i.e. under $NVPM_CACHE).
-# Output (ANCHOR_OUT, default build/anchor): nvidia_peermem.ko and anchor.env
+# With --fetch: only the fetch, then the sources' directory on stdout (the
+# packaging suite builds the GPU simulator from its nv-p2p.h, another
+# driver's). Output (ANCHOR_OUT, default build/anchor): nvidia_peermem.ko and anchor.env
 # (ANCHOR_PKG_VERSION: the cache key; ANCHOR_ORIGIN: where the sources came
 # from; ANCHOR_VERSION: the module's own version string; ANCHOR_PAS_PARAM: 1
 # when it has persistent_api_support (560 and later); ANCHOR_PT_ABI: the
@@ -32,7 +34,6 @@ PKG=nvidia-open-kernel-source
 OUT=${ANCHOR_OUT:-build/anchor}
 log() { printf 'anchor: %s\n' "$*" >&2; }
 die() { printf 'anchor: error: %s\n' "$*" >&2; exit 1; }
-[ -s tests/sim/Module.symvers ] || die "tests/sim/Module.symvers missing: run make sims first"
 
 # A private apt state with trixie contrib, on the root's archive.
 APT=$CACHE/apt
@@ -82,6 +83,11 @@ if [ ! -e "$SRC/.complete" ]; then
 	rm -rf "$tmp"
 	touch "$SRC/.complete"
 fi
+if [ "${1:-}" = --fetch ]; then
+	echo "$SRC"
+	exit 0
+fi
+[ -s tests/sim/Module.symvers ] || die "tests/sim/Module.symvers missing: run make sims first"
 nvver=$(cat "$SRC/version")
 origin=$(cat "$SRC/origin" 2>/dev/null || echo "$PKG $ver")
 # What the simulators must match: the module's parameter (560 and later:

@@ -899,8 +899,8 @@ insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod
 # crates, as Ubuntu's linux-lib-rust adds them. The simulators built for it
 # stand in for the NVIDIA driver's and OFED's installed modules
 # (install_exporters). Then the DKMS-built module boots with the debug
-# kernel (01, 02), and so does one built by hand against a table whose
-# get_pages CRC differs (02: the kernel refuses it).
+# kernel (01, 02), and is refused beside another build of the GPU
+# driver (02: the simulator built from a real 550 driver's nv-p2p.h).
 # scripts/debug-kernel.sh in a mount namespace of its own (this one has the overlay).
 dk() { env -u NVPM_IN_NS scripts/debug-kernel.sh "$@"; }
 modversions_dkms() {
@@ -921,6 +921,18 @@ modversions_dkms() {
 	read -r dkrel headers modules <<<"$(. "$env" && echo "$KREL $HEADERS $MODULES")"
 	check modversions-kernel-config grep -qx 'CONFIG_MODVERSIONS=y' "$headers/.config"
 	real_tables modversions "$modules" "$headers/Module.symvers"
+	# Another build of the GPU driver, for the guest's refusal: the GPU
+	# simulator built from a real driver's nv-p2p.h (550's, page-table ABI
+	# 1.2: Debian's nvidia-open-kernel-source, as the anchor suite fetches
+	# it), whose nvidia_p2p_* CRCs are not those of the simulator built next,
+	# which the module is built against. Built first: both build in tests/sim.
+	local other=$REPO/build/modversions-other asrc
+	rm -rf "$other" && mkdir -p "$other"
+	if asrc=$(dk run tests/anchor/build.sh --fetch 2>"$LOGS/modversions-other-driver.log") &&
+		dk run sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" NVPM_SIM_NV_P2P_H="$1" NVPM_SIM_EXPORT=EXPORT_SYMBOL sims' \
+			sh "$asrc/nvidia-peermem/nv-p2p.h" >>"$LOGS/modversions-other-driver.log" 2>&1 &&
+		cp "$sims/nvidia.ko" "$other/nvidia-other.ko" && awk '$2 ~ /^nvidia_p2p_/' "$sims/Module.symvers" >"$other/crcs"; then
+		ok modversions-other-driver; else bad modversions-other-driver "see $LOGS/modversions-other-driver.log"; fi
 	if dk run sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' \
 		>"$LOGS/modversions-sims.log" 2>&1; then ok modversions-sims; else
 		bad modversions-sims "see $LOGS/modversions-sims.log"
@@ -976,20 +988,14 @@ modversions_dkms() {
 	# Its CRCs are the simulators' (the kernel checks them again at load).
 	check_crcs_taken modversions-dkms "$dkrel"
 
-	# A build against another driver build's table: same symbols, another CRC.
-	local crc
-	crc=$(awk '$2 == "nvidia_p2p_get_pages" { print $1 }' "$sims/Module.symvers")
-	awk -F '\t' -v c="$(printf '0x%08x' $((crc ^ 0x5a5a)))" 'BEGIN { OFS = FS } $2 == "nvidia_p2p_get_pages" { $1 = c } 1' \
-		"$sims/Module.symvers" >"$ROOT/tmp/stale.symvers"
-	step "a build against a stale driver Module.symvers (for the guest's refusal)"
-	if inlog modversions-stale-build "rm -rf /tmp/stale-src && cp -a /build/src /tmp/stale-src && cd /tmp/stale-src &&
-		make KDIR=/usr/src/linux-headers-$dkrel NVPM_EXTRA_SYMBOLS='/tmp/stale.symvers' module"; then
-		cp "$ROOT/tmp/stale-src/nvidia_peermem.ko" "$mv/stale-crc.ko" && ok modversions-stale-build
-	else bad modversions-stale-build "see $LOGS/modversions-stale-build.log"; fi
+	# The other driver build's CRCs differ from the ones the module carries.
+	check modversions-other-driver-crcs-differ awk '$2 ~ /^nvidia_p2p_/ && NR == FNR { other[$2] = $1; next }
+		$2 ~ /^nvidia_p2p_/ && ($2 in other) && other[$2] != $1 { n++ }
+		END { if (n < 5) { print n " nvidia_p2p_* CRCs differ"; exit 1 } }' "$other/crcs" "$sims/Module.symvers"
 
 	step "the debug kernel boots the DKMS-built module (01, 02)"
 	GUEST_PEERMEM_KO=build/modversions/nvidia_peermem.ko GUEST_EXTRA_KO="$(cd "$REPO" && echo tests/sim/*.ko)" \
-		GUEST_FILES=$([ -e "$mv/stale-crc.ko" ] && echo build/modversions/stale-crc.ko) GUEST_SCENARIOS='01-* 02-*' \
+		GUEST_FILES=$([ -e "$other/nvidia-other.ko" ] && echo build/modversions-other/nvidia-other.ko) GUEST_SCENARIOS='01-* 02-*' \
 		dk run env GUEST_OUT=build/guest-modversions tests/guest/run.sh >"$LOGS/modversions-guest.log" 2>&1
 	grep -E '^  (FAIL|SKIP) ' "$LOGS/modversions-guest.log" | sed 's/^/  guest:/'
 	if summary_add "$LOGS/modversions-guest.log" GUEST; then
@@ -1000,7 +1006,7 @@ modversions_dkms() {
 
 	# Gone again, as a kernel's removal leaves it: the purge below checks the rest.
 	if inlog modversions-remove "dkms remove nvidia-peer-memory/$V -k $dkrel && dpkg --purge linux-headers-$dkrel &&
-		rm -rf /lib/modules/$dkrel /tmp/stale-src /build/linux-headers-$dkrel.deb"; then
+		rm -rf /lib/modules/$dkrel /build/linux-headers-$dkrel.deb"; then
 		ok modversions-remove; else bad modversions-remove "see $LOGS/modversions-remove.log"; fi
 }
 modversions_dkms
