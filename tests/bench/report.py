@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-"""The registration benchmark's report (`make bench`, tests/README.md).
+"""The registration benchmark's report (`make bench`, tests/bench/README.md).
 
 Reads the NVPM-BENCH lines that tests/bench/10-registration.sh printed in the
 guest's serial log, prints a table per cost setting with the issues'

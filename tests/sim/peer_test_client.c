@@ -129,7 +129,7 @@ static const char *const tc_bug_names[] = {
 static int bug = TC_BUG_NONE;
 static struct sim_enum_param bug_param = { tc_bug_names, ARRAY_SIZE(tc_bug_names), &bug };
 module_param_cb(bug, &sim_enum_param_ops, &bug_param, 0644);
-MODULE_PARM_DESC(bug, "Contract rule to break (none, put_in_callback, ..., see tests/README.md)");
+MODULE_PARM_DESC(bug, "Contract rule to break (none, put_in_callback, ..., see tests/sim/README.md, \"The test client\")");
 
 static bool tc_has_bug(enum tc_bug b)
 {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::parse::{parse_errno, parse_size, parse_u64};
 
 pub const USAGE: &str = "\
-usage: nvpm-tool COMMAND ...   (drives tests/sim; see tests/README.md)
+usage: nvpm-tool COMMAND ...   (drives tests/sim; see tests/tool/README.md)
 
 GPU simulator (nvidia.ko, /sys/kernel/debug/nvidia_sim):
   gpu alloc SIZE [--layout contiguous|fragmented|shuffled] [--localized]   prints the VA

@@ -28,7 +28,7 @@ use crate::sgcheck;
 use crate::sim::{CORE, GPU};
 
 pub const USAGE: &str = "\
-Stress suite (tests/README.md, \"Stress suite\"):
+Stress suite (tests/stress/README.md):
   stress concurrent [--threads N] [--ops N] [--seed S] [--slots N] [--inval PCT]
                     N threads register, deregister and free overlapping buffers
   stress random --seed S [--ops N] [--check-every N] [--faults] [--verbose]
