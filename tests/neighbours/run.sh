@@ -16,7 +16,9 @@
 #     (25.10, from $NVPM_OFED_SRC; a cached layer), then ours; a guest with
 #     MOFED's real ib_core and ib_uverbs and an HCA (tests/neighbours/hca)
 #     registering through MOFED's ib_umem_get_peer(); MOFED's package removed;
-#     ofed-upgrade: MOFED 25.07's package, ours, then 25.10's over it.
+#     ofed-upgrade: MOFED 25.07's package, ours, then 25.10's over it;
+#   order.sh: ours first, then Debian's driver, then MOFED 25.10, each
+#     installed as an admin does, nothing cached: DKMS builds all three.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
@@ -182,9 +184,10 @@ guest() {
 }
 
 # NVPM_NEIGHBOURS: the parts to run (default all): deb13, ofed,
-# ofed-upgrade (MOFED 25.07 -> 25.10 with ours installed; needs ofed), deb12,
-# and deb12-upgrade (deb12's driver upgraded 535 -> 550; needs deb12).
-parts=" ${NVPM_NEIGHBOURS:-deb13 ofed ofed-upgrade deb12 deb12-upgrade} "
+# ofed-upgrade (MOFED 25.07 -> 25.10 with ours installed; needs ofed), order
+# (ours, the driver, MOFED; needs ofed), deb12, and deb12-upgrade (deb12's
+# driver upgraded 535 -> 550; needs deb12).
+parts=" ${NVPM_NEIGHBOURS:-deb13 ofed ofed-upgrade order deb12 deb12-upgrade} "
 if [[ $parts == *" deb13 "* ]]; then
 	# shellcheck source=tests/neighbours/deb13.sh
 	. tests/neighbours/deb13.sh
@@ -192,6 +195,10 @@ fi
 if [[ $parts == *" ofed "* ]]; then
 	# shellcheck source=tests/neighbours/ofed.sh
 	. tests/neighbours/ofed.sh
+	if [[ $parts == *" order "* ]] && [ -n "${UVERBS:-}" ]; then
+		# shellcheck source=tests/neighbours/order.sh
+		. tests/neighbours/order.sh
+	fi
 fi
 if [[ $parts == *" deb12 "* ]]; then
 	# shellcheck source=tests/neighbours/deb12.sh
