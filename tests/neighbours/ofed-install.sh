@@ -12,7 +12,12 @@
 # --ignore-depends; the build needs nothing of it.
 set -e
 dir=$1 modules=$2 configure=$3
-apt-get install -y -q --no-install-recommends lsof pciutils procps
+# What mlnx-ofed-kernel-utils depends on, from the archive where missing (an
+# upgrade: apt refuses anything while the installed utils lacks mlnx-tools).
+need=
+for p in lsof pciutils procps; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+# shellcheck disable=SC2086 # a list of words
+[ -z "$need" ] || apt-get install -y -q --no-install-recommends $need
 cd "$dir"/mlnx-ofa_kernel-*
 if [ -f dkms.conf ]; then
 	# 25.10: a dkms.conf in the tree (its module list, PRE_BUILD's configure).
