@@ -46,5 +46,7 @@ else
 fi
 dpkg-buildpackage -us -uc -b
 cd ..
-dpkg -i --ignore-depends=mlnx-tools mlnx-ofed-kernel-utils_*.deb mlnx-ofed-kernel-dkms_*.deb
+# Over an installed release dpkg asks about utils' conffiles that its
+# postinst edits (openib.conf): keep them, as a non-interactive upgrade does.
+dpkg -i --force-confdef --force-confold --ignore-depends=mlnx-tools mlnx-ofed-kernel-utils_*.deb mlnx-ofed-kernel-dkms_*.deb
 rm -rf "$dir"
