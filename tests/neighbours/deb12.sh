@@ -102,13 +102,7 @@ fi
 
 if [ -n "$deb12" ]; then
 	# --- the run's root ------------------------------------------------------------
-	RUN=$NVPM_CACHE/neighbours/run-deb12
-	ROOT=$RUN/root
-	umount_root "$ROOT"
-	rm -rf "$RUN/upper" "$RUN/work"
-	mount_root "$ROOT" "$LAYER12/upper:$ROOT12" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
-	mkdir -p "$ROOT/build/src"
-	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+	run_root "$NVPM_CACHE/neighbours/run-deb12" "$LAYER12/upper:$ROOT12"
 	MODS=/lib/modules/$K
 	DRV=$MODS/updates/dkms/nvidia-current.ko
 

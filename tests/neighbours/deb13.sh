@@ -8,13 +8,7 @@ mkdir -p "$LOGS"
 rm -f "$LOGS"/*.log
 
 # --- the run's root ------------------------------------------------------------
-RUN=$NVPM_CACHE/neighbours/run
-ROOT=$RUN/root
-umount_root "$ROOT"
-rm -rf "$RUN/upper" "$RUN/work"
-mount_root "$ROOT" "$LAYER/upper:$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
-mkdir -p "$ROOT/build/src"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+run_root "$NVPM_CACHE/neighbours/run" "$LAYER/upper:$PKGROOT"
 MODS=/lib/modules/$K
 DRV=$MODS/updates/dkms/nvidia-current.ko.xz
 

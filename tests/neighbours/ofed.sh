@@ -78,13 +78,7 @@ ofed_layer() {
 ofed_layer "$OFED_REL" || return 0
 
 # --- the run's root ------------------------------------------------------------
-RUN=$NVPM_CACHE/neighbours/run-ofed
-ROOT=$RUN/root
-umount_root "$ROOT"
-rm -rf "$RUN/upper" "$RUN/work"
-mount_root "$ROOT" "$OLAYER/upper:$LAYER/upper:$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
-mkdir -p "$ROOT/build/src"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+run_root "$NVPM_CACHE/neighbours/run-ofed" "$OLAYER/upper:$LAYER/upper:$PKGROOT"
 MODS=/lib/modules/$K
 DRV=$MODS/updates/dkms/nvidia-current.ko.xz
 UVERBS=$MODS/updates/dkms/ib_uverbs.ko.xz
@@ -123,14 +117,20 @@ step "ofed_hca_test for $K, against MOFED's headers and table ($OFA)"
 if inroot "make -C $MODS/build M=/build/src/tests/neighbours/hca OFA=$OFA KBUILD_EXTRA_SYMBOLS=$OFA/Module.symvers modules" >"$LOGS/hca.log" 2>&1 &&
 	cp "$ROOT/build/src/tests/neighbours/hca/ofed_hca_test.ko" build/neighbours/; then
 	ok ofed-hca-built; else bad ofed-hca-built "$(tail -n 15 "$LOGS/hca.log")"; fi
-rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
-cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
 
 # --- a guest: MOFED's core, the GPU simulator, ours, the HCA --------------------
+# mofed_guest NAME: Debian's image boots the MOFED modules DKMS installed in
+# $ROOT (updates/dkms, as there), the GPU simulator as the driver's
+# stand-in, our module, the HCA, and scenario 70 (tests/neighbours/scenarios).
+mofed_guest() {
+	rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
+	cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
+	guest "$1" kernel-6.12.env "build/guest-neighbours-${1%-guest}" GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
+		GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
+		GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
+}
 step "Debian's $K boots MOFED's ib_core and ib_uverbs with the module DKMS built (70-mofed-core)"
-guest ofed-guest kernel-6.12.env build/guest-neighbours-ofed GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
-	GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
-	GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
+mofed_guest ofed-guest
 
 # --- the doctor agrees with DKMS --------------------------------------------------
 doctor ofed-doctor
@@ -159,13 +159,7 @@ umount_root "$ROOT"
 # built against 25.07 alone.
 OFED_OLD_REL=25.07.0.9.7.1
 if [[ $parts == *" ofed-upgrade "* ]] && ofed_layer "$OFED_OLD_REL"; then
-	RUN=$NVPM_CACHE/neighbours/run-ofed-upgrade
-	ROOT=$RUN/root
-	umount_root "$ROOT"
-	rm -rf "$RUN/upper" "$RUN/work"
-	mount_root "$ROOT" "$OLAYER/upper:$LAYER/upper:$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
-	mkdir -p "$ROOT/build/src"
-	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+	run_root "$NVPM_CACHE/neighbours/run-ofed-upgrade" "$OLAYER/upper:$LAYER/upper:$PKGROOT"
 	insh ofed-upgrade-old-installed "dkms status -m ${OFED_DKMS%/*} | grep -q '^${OFED_DKMS%/*}/25.07.*, $K, x86_64: installed'"
 	inroot "sh src/scripts/find-symvers.sh --exports $UVERBS '_peer_memory_client\$' | cut -f1,2 | sort" >"$LOGS/ofed-25.07-crcs.txt" 2>&1
 	step "our packages, built against MOFED $OFED_OLD_REL's ib_uverbs"
@@ -186,11 +180,7 @@ if [[ $parts == *" ofed-upgrade "* ]] && ofed_layer "$OFED_OLD_REL"; then
 	check ofed-upgrade-rebuilt-by-dkms-hook grep -q 'Executing post-transaction command' "$LOGS/upgrade.log"
 	doctor ofed-upgrade-doctor
 	module_build ofed-upgrade-doctor OK
-	rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
-	cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
 	step "Debian's $K boots MOFED $OFED_REL's core with the module rebuilt after the upgrade (70-mofed-core)"
-	guest ofed-upgrade-guest kernel-6.12.env build/guest-neighbours-ofed-upgrade GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
-		GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
-		GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
+	mofed_guest ofed-upgrade-guest
 	umount_root "$ROOT"
 fi

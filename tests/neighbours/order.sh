@@ -11,13 +11,8 @@
 LOGS=$REPO/build/logs/neighbours/order
 mkdir -p "$LOGS"
 rm -f "$LOGS"/*.log
-RUN=$NVPM_CACHE/neighbours/run-order
-ROOT=$RUN/root
-umount_root "$ROOT"
-rm -rf "$RUN/upper" "$RUN/work"
-mount_root "$ROOT" "$PKGROOT" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
-mkdir -p "$ROOT/build/src" "$ROOT/tmp/debs"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+run_root "$NVPM_CACHE/neighbours/run-order" "$PKGROOT"
+mkdir -p "$ROOT/tmp/debs"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 cp "$DEBS"/*.deb "$ROOT/tmp/debs/"
 
@@ -53,11 +48,7 @@ carried_crcs_are order-crcs-are-mofeds '^ib_(un)?register_peer_memory_client$' "
 carried_crcs_are order-crcs-are-drivers '^nvidia_p2p_' "$DRV"
 doctor order-doctor
 module_build order-doctor OK
-rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
-cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
 step "order: Debian's $K boots what the three DKMS builds installed (70-mofed-core)"
-guest order-guest kernel-6.12.env build/guest-neighbours-order GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
-	GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
-	GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
+mofed_guest order-guest
 rm -f "$ROOT/etc/resolv.conf"
 umount_root "$ROOT"

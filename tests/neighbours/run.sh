@@ -49,6 +49,17 @@ mount_root() { # ROOT LOWER UPPER WORK
 		mount -t proc proc "$1/proc" && mount -t tmpfs tmpfs "$1/sys" && mount -t tmpfs tmpfs "$1/run"
 }
 umount_root() { umount "$1/run" "$1/sys" "$1/proc" "$1" 2>/dev/null; }
+# run_root DIR LOWERS: a part's root, RUN=DIR and ROOT=DIR/root, mounted
+# afresh over LOWERS (the overlay's lowerdir), with this tree in
+# ROOT/build/src.
+run_root() {
+	RUN=$1 ROOT=$1/root
+	umount_root "$ROOT"
+	rm -rf "$RUN/upper" "$RUN/work"
+	mount_root "$ROOT" "$2" "$RUN/upper" "$RUN/work" || die "overlay mount failed"
+	mkdir -p "$ROOT/build/src"
+	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$ROOT/build/src"
+}
 
 # Each part sets K (the kernel release), MODS, ROOT (its root, mounted), RUN
 # (that root's run directory) and LOGS; these helpers use them.
