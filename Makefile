@@ -285,9 +285,9 @@ check-host:
 	@tests/host/run.sh
 
 # DKMS on an arm64 host, natively: Debian's arm64 root under qemu-user
-# (tests/arm64-dkms.sh; not in make check: cold about 20 minutes).
+# (tests/arm64-dkms/run.sh; not in make check: cold about 20 minutes).
 check-arm64-dkms:
-	@tests/arm64-dkms.sh
+	@tests/arm64-dkms/run.sh
 
 # The neighbours' real packages in the order an admin installs them
 # (tests/neighbours/run.sh; not in make check: cold about 13 minutes).
@@ -295,9 +295,9 @@ check-neighbours: tool
 	@tests/neighbours/run.sh
 
 # make check's "kernels" suite: Debian's 7.2 image (NVPM_OTHER_KSERIES), built,
-# loaded, client scenarios (tests/kernels.sh).
+# loaded, client scenarios (tests/kernels/run.sh).
 check-kernels: tool
-	@tests/kernels.sh
+	@tests/kernels/run.sh
 
 check:
 	@tests/run-all.sh

@@ -107,7 +107,7 @@ nvpm_cr_have = $(shell grep -qsx '.define NVPM_HAVE_$(1) 1' $(nvpm_cr)/conftest.
 nvpm_cr_compat = -DNVPM_CONFTEST_H='"$(nvpm_cr_abs)/conftest.h"' -include $(abspath $(src))/kbuild/carried/compat.h
 
 # compat.h as this kernel's preprocessor reads it, with the tests' results:
-# built only when asked for (tests/kbuild-checks.sh, `make -C KDIR M=...
+# built only when asked for (tests/kernels/kbuild-checks.sh, `make -C KDIR M=...
 # build/carried/compat.i`).
 CFLAGS_build/carried/compat.o = -DNVPM_CONFTEST_H='"$(nvpm_cr_abs)/conftest.h"'
 $(nvpm_cr)/compat.i: $(src)/kbuild/carried/compat.h $(nvpm_cr)/conftest.h FORCE

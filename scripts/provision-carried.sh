@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # provision-carried.sh: a Debian kernel without Rust for the carried-mode tests
-# (tests/kernels.sh): its newest image, headers and kbuild packages from the
+# (tests/kernels/run.sh): its newest image, headers and kbuild packages from the
 # Debian archive, the headers unpacked in the trixie root where a host has
 # them (/usr/src/linux-headers-KREL, Debian's files unmodified), the image
 # unpacked for QEMU. Writes $NVPM_CACHE/kernel-SERIES.env like provision.sh

@@ -3,7 +3,7 @@
 #
 # provision-rustc.sh: a second Rust toolchain in the trixie root, other than
 # the one Debian's kernels were built with, for the test of carried mode on
-# a Rust kernel with another rustc (tests/kernels.sh). Debian 13's rustc-web
+# a Rust kernel with another rustc (tests/kernels/run.sh). Debian 13's rustc-web
 # (with its rust-src and LLVM) conflicts with its rustc, so it is unpacked
 # under /opt/rustc-web, beside it, with a wrapper: /opt/rustc-web/rustc.
 set -euo pipefail

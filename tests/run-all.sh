@@ -3,8 +3,8 @@
 # then the total on the last line.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-# shellcheck source=tests/summary.sh
-. tests/summary.sh
+# shellcheck source=tests/lib/summary.sh
+. tests/lib/summary.sh
 mkdir -p build/logs
 pass=0 fail=0
 # Busy and total CPU time since boot, from /proc/stat (idle and iowait are not busy).
@@ -72,9 +72,9 @@ run_suite host tests/host/run.sh
 run_suite guest env GUEST_SHARDS=2 make --no-print-directory check-guest
 # NVIDIA's own module through the same scenarios (tests/anchor/run.sh).
 run_suite anchor make --no-print-directory check-anchor
-run_suite kernels tests/kernels.sh
+run_suite kernels tests/kernels/run.sh
 # Debian's arm64 7.3, 4 KiB and 16 KiB pages, cross-built, under TCG.
-run_suite arm64 tests/arm64.sh
+run_suite arm64 tests/arm64/run.sh
 # It rebuilds the module and simulators against the debug kernel (built
 # first when not cached).
 wait_debug_kernel

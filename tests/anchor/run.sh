@@ -24,11 +24,11 @@
 # the anchor's mid-core deadlocks cost deadlock_ms each).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-# shellcheck source=tests/summary.sh
-. tests/summary.sh
+SUITE=anchor SUMMARY=ANCHOR
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 OUT=${ANCHOR_OUT:-build/anchor}
 export ANCHOR_OUT=$OUT # tests/anchor/build.sh
-pass=0 fail=0
 t0=$SECONDS
 mkdir -p "$OUT"
 echo "=== anchor/selftest: tests/anchor/selftest.sh"
@@ -39,7 +39,7 @@ if summary_add "$OUT/selftest.log" SELFTEST; then
 else
 	echo "  anchor/selftest: no summary, counted as 1 failure; see $OUT/selftest.log"
 fi
-tests/anchor/build.sh || { echo "ANCHOR-SUMMARY $pass passed, $((fail + 1)) failed"; exit 1; }
+tests/anchor/build.sh || { bad build "tests/anchor/build.sh failed"; finish; }
 # shellcheck source=/dev/null
 . "$OUT/anchor.env"
 # The anchor's layout where a scenario names none: 550 has one (this
@@ -93,13 +93,11 @@ STRESS_CONC_OPS=${STRESS_CONC_OPS:-30000} ${STRESS_RANDOM_OPS:+STRESS_RANDOM_OPS
 	if [ "$name" = stale-read ]; then
 		shown=$(grep -cE '^  PASS 43-client-invalidation-race/(modern|mid|legacy)/free-before-dma_map/no-kasan-report \(anchor bug freed-table, ' "$OUT/$name.log")
 		if [ "$shown" = 3 ]; then
-			pass=$((pass + 1))
+			ok stale-read/shown
 		else
-			fail=$((fail + 1))
-			echo "  FAIL anchor/stale-read/shown: nv_dma_map's KASAN report shown in $shown of 3 cores (free_revoked off? no KASAN?)"
+			bad stale-read/shown "nv_dma_map's KASAN report shown in $shown of 3 cores (free_revoked off? no KASAN?)"
 		fi
 	fi
 done
 echo "anchor: nvidia-peermem $ANCHOR_VERSION ($ANCHOR_ORIGIN), layout persistent_api_support=$layout$([ "$ANCHOR_PAS_PARAM" = 1 ] || echo ' (its only one)'), page tables $ANCHOR_PT_ABI, $((SECONDS - t0)) s"
-echo "ANCHOR-SUMMARY $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

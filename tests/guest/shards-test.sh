@@ -5,9 +5,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { echo "PASS shards/$1"; pass=$((pass + 1)); }
-bad() { echo "FAIL shards/$1: $2"; fail=$((fail + 1)); }
+SUITE=shards SUMMARY=SHARDS
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 # expect NAME WANT CMD...: CMD's output (stdout and stderr) and status must be WANT ("rc=N" last).
 expect() {
 	local name=$1 want=$2 got
@@ -39,5 +39,5 @@ for s in tests/guest/scenarios/[0-9]*.sh; do
 	grep -qE "^${n%%-*}-\* [0-9]+$" tests/guest/weights || missing+=" $n"
 done
 if [ -z "$missing" ]; then ok weights-cover-scenarios; else bad weights-cover-scenarios "no weight for$missing"; fi
-echo "SHARDS-SUMMARY $pass passed, $fail failed"
+finish
 [ "$fail" = 0 ]

@@ -22,16 +22,17 @@ if [ $rc != 0 ] && [ "$fail" = 0 ]; then
 	printf '%s\n' "$out" | tail -n 30
 	fail=1
 fi
-shards=$(tests/guest/shards-test.sh 2>&1)
-printf '%s\n' "$shards" | grep -v '^PASS ' || true
-pass=$((pass + $(grep -c '^PASS ' <<<"$shards"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$shards")))
-grep -q '^SHARDS-SUMMARY ' <<<"$shards" || fail=$((fail + 1))
+# shellcheck source=tests/lib/summary.sh
+. tests/lib/summary.sh
+mkdir -p build/logs
+tests/guest/shards-test.sh >build/logs/shards.log 2>&1
+grep -v '^  PASS ' build/logs/shards.log || true
+summary_add build/logs/shards.log SHARDS || echo "  FAIL shards: no summary, see build/logs/shards.log"
 # make check provisions the root first; make check-host alone may not have.
 if [ -r "${NVPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvidia-peermem-rs}/kernel.env" ]; then
-	lookup=$(scripts/in-chroot.sh tests/neighbours/lookup.sh 2>&1)
-	printf '%s\n' "$lookup" | grep -v '^PASS ' || true
-	pass=$((pass + $(grep -c '^PASS ' <<<"$lookup"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$lookup")))
-	grep -q '^NEIGHBOURS-SUMMARY ' <<<"$lookup" || fail=$((fail + 1))
+	scripts/in-chroot.sh tests/neighbours/lookup.sh >build/logs/lookup.log 2>&1
+	grep -v '^  PASS ' build/logs/lookup.log || true
+	summary_add build/logs/lookup.log NEIGHBOURS || echo "  FAIL neighbours: no summary, see build/logs/lookup.log"
 else
 	echo "SKIP neighbours/*: not provisioned (make, or make check, provisions the trixie root)"
 fi

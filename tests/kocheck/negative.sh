@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # negative.sh: check-ko.py catches each missing code-generation flag. Compiles
@@ -10,17 +10,18 @@
 # GCC's BTI is off in their Kconfig).
 # Usage: negative.sh KCONFIG    (inside the root, after a carried build)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
+SUITE=kocheck SUMMARY=KOCHECK
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 conf=$1
 cr=build/carried
 out=build/kocheck
 mkdir -p "$out"
-pass=0 fail=0
 arm64=$(grep -qs '^CONFIG_ARM64=y' "$conf" && echo y)
 [ -s "$cr/rustflags" ] && { [ -n "$arm64" ] || [ -s "$cr/target.json" ]; } && [ -f "$cr/libcore.rmeta" ] || {
-	echo "FAIL kocheck/negative/setup: no carried build in $cr"
-	echo "KOCHECK-SUMMARY 0 passed, 1 failed"
-	exit 1
+	bad negative/setup "no carried build in $cr"
+	finish
 }
 
 # build NAME FLAG_TO_DROP [FLAG_TO_ADD]: the probe object, or nothing.
@@ -39,11 +40,9 @@ expect() {
 	got=$(python3 tests/kocheck/check-ko.py --name probe "${4:-$conf}" "$out/$1.o" |
 		sed -n "s#^\(PASS\|FAIL\|SKIP\) probe/$2\b.*#\1#p")
 	if [ "$got" = "$3" ]; then
-		echo "PASS kocheck/negative/$1/$2"
-		pass=$((pass + 1))
+		ok "negative/$1/$2"
 	else
-		echo "FAIL kocheck/negative/$1/$2: check-ko.py said ${got:-nothing}, expected $3"
-		fail=$((fail + 1))
+		bad "negative/$1/$2" "check-ko.py said ${got:-nothing}, expected $3"
 	fi
 }
 
@@ -51,9 +50,8 @@ if [ -n "$arm64" ]; then
 	# The branch protection carried mode chose for this kernel.
 	bp=$(grep -o -- ' -Zbranch-protection=[a-z,-]* ' "$cr/rustflags" | tr -d ' ')
 	if [ -z "$bp" ]; then
-		echo "FAIL kocheck/negative/setup: $conf asks for no pointer authentication, nothing to test"
-		echo "KOCHECK-SUMMARY $pass passed, 1 failed"
-		exit 1
+		bad negative/setup "$conf asks for no pointer authentication, nothing to test"
+		finish
 	fi
 	bconf=$out/config-bti
 	{ grep -v '^CONFIG_ARM64_BTI_KERNEL=' "$conf"; echo CONFIG_ARM64_BTI_KERNEL=y; } >"$bconf"
@@ -65,9 +63,7 @@ if [ -n "$arm64" ]; then
 	build no-branch-protection "$bp"
 	expect no-branch-protection pac FAIL
 	expect no-branch-protection bti FAIL "$bconf"
-	echo "KOCHECK-SUMMARY $pass passed, $fail failed"
-	[ "$fail" = 0 ]
-	exit
+	finish
 fi
 
 pad=$(sed -n 's/^CONFIG_FUNCTION_PADDING_BYTES=//p' "$conf")
@@ -83,5 +79,4 @@ expect no-rethunk rethunk FAIL
 # another target (core would not link): switched off on the command line.
 build no-retpoline "" "-Ctarget-feature=-retpoline-external-thunk,-retpoline-indirect-branches,-retpoline-indirect-calls"
 expect no-retpoline retpoline FAIL
-echo "KOCHECK-SUMMARY $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -19,9 +19,9 @@ cd "$(dirname "$0")/../.." || exit 1
 FS=$PWD/scripts/find-symvers.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-pass=0 fail=0
-ok() { echo "PASS neighbours/$1"; pass=$((pass + 1)); }
-bad() { echo "FAIL neighbours/$1: $2"; fail=$((fail + 1)); }
+SUITE=neighbours SUMMARY=NEIGHBOURS
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 
 K=6.12.57+deb13-amd64 # the kernel built for
 K2=6.12.48+deb13-amd64 # another kernel of the same host
@@ -421,5 +421,5 @@ kept rb-removed-module-kept
 out=$(NVPM_SYSROOT=$r sh "$FS" --driver-pending "$K" 2>&1) rc=$?
 exit_is rb-removed-not-pending-lookup 1
 
-echo "NEIGHBOURS-SUMMARY $pass passed, $fail failed"
+finish
 [ "$fail" = 0 ]

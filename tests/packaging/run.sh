@@ -22,8 +22,6 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-# shellcheck source=tests/summary.sh
-. tests/summary.sh
 REPO=$PWD
 LOGS=$REPO/build/logs/packaging
 [ "$(id -u)" = 0 ] || die "the packaging suite needs root (chroot, mounts)"
@@ -32,36 +30,9 @@ enter_private_namespace "$@"
 mkdir -p "$LOGS"
 rm -f "$LOGS"/*.log
 
-pass=0 fail=0 T0=$SECONDS
-ok() {
-	echo "  PASS packaging/$1"
-	pass=$((pass + 1))
-}
-bad() {
-	echo "  FAIL packaging/$1: $2" | head -n 25
-	fail=$((fail + 1))
-}
-# check NAME CMD...: one result, the command's exit status.
-check() {
-	local n=$1 out
-	shift
-	if out=$("$@" 2>&1); then ok "$n"; else bad "$n" "$(printf '%s\n' "$out" | tail -n 20)"; fi
-}
-# expect_rc NAME RC CMD...: one result, the command exits with RC.
-expect_rc() {
-	local n=$1 want=$2 out rc
-	shift 2
-	out=$("$@" 2>&1)
-	rc=$?
-	if [ "$rc" = "$want" ]; then ok "$n"; else bad "$n" "exit $rc, expected $want: $out"; fi
-}
-step() { printf '[%4ds] %s%s\n' "$((SECONDS - T0))" "$*" "${NVPM_CHECK_SINCE:+ (make check: $((EPOCHSECONDS - NVPM_CHECK_SINCE)) s; ${NVPM_CHECK_TIMES:-})}"; }
-finish() {
-	step "done"
-	echo "PACKAGING-SUMMARY $pass passed, $fail failed"
-	[ "$fail" = 0 ]
-	exit
-}
+SUITE=packaging SUMMARY=PACKAGING
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 
 # --- the root -----------------------------------------------------------------
 step "packaging root (cached; a cold build takes about 2 minutes)"

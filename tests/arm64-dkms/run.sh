@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# arm64-dkms.sh: DKMS on an arm64 host, natively. A Debian trixie root for
+# tests/arm64-dkms/run.sh: DKMS on an arm64 host, natively. A Debian trixie root for
 # arm64, run under qemu-user (binfmt_misc), with Debian's arm64 7.3 headers,
 # linux-source-7.3, the kernel's rustc and bindgen and gcc-arm-linux-gnueabihf
 # (arm64's compat vDSO compiler), as an admin of a Grace host installs them.
@@ -18,7 +18,7 @@
 # mounts, binfmt_misc: an aarch64 handler is registered for the run where
 # none is). Ends with ARM64-DKMS-SUMMARY.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 [ "$(id -u)" = 0 ] || die "arm64-dkms needs root (chroot, mounts, binfmt_misc)"
@@ -30,26 +30,9 @@ KABI=${KREL%-arm64}
 enter_private_namespace "$@"
 mkdir -p build/logs
 LOGS=$PWD/build/logs
-pass=0 fail=0
-t0=$SECONDS
-step() { printf '[%4ds] %s\n' "$((SECONDS - t0))" "$*"; }
-check() { # NAME COMMAND...
-	local n=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		echo "  PASS arm64-dkms/$n"
-		pass=$((pass + 1))
-	else
-		echo "  FAIL arm64-dkms/$n"
-		printf '%s\n' "$out" | tail -n 15 | sed 's/^/    /'
-		fail=$((fail + 1))
-	fi
-}
-finish() {
-	echo "ARM64-DKMS-SUMMARY $pass passed, $fail failed"
-	[ "$fail" = 0 ]
-	exit
-}
+SUITE=arm64-dkms SUMMARY=ARM64-DKMS
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 
 # --- qemu-user for aarch64 -----------------------------------------------------
 # The trixie root's qemu-aarch64 is static, so the kernel opens it at

@@ -1,5 +1,5 @@
 # The last line of a suite or a guest run: "<NAME>-SUMMARY N passed, N failed".
-# Sourced by tests/run-all.sh, tests/kernels.sh, tests/anchor/run.sh and
+# Sourced by tests/run-all.sh, tests/kernels/run.sh, tests/arm64/run.sh, tests/anchor/run.sh and
 # tests/packaging/run.sh.
 # shellcheck shell=bash
 

@@ -10,7 +10,7 @@
 #   them (scripts/provision-carried.sh), provisioned here; the packaging suite
 #   installs them in its root, where DKMS builds the module in carried mode,
 #   and boots that module (tests/packaging/run.sh). Here: the static check's
-#   own test on 6.12 and the build's choice of mode (tests/kbuild-checks.sh).
+#   own test on 6.12 and the build's choice of mode (tests/kernels/kbuild-checks.sh).
 # - NVPM_MAKE_KSERIES (default 5.10): Debian 11's kernel, without Rust,
 #   whose headers name a compiler the roots lack: built with make in carried
 #   mode, booted for the load test and the client scenarios (01, 02, 40-45).
@@ -22,16 +22,16 @@
 #   chosen by itself, the load test, 02 and a revocable client (41).
 # Ends with KERNELS-SUMMARY.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-# shellcheck source=tests/summary.sh
-. tests/summary.sh
+cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 mkdir -p build/logs
-pass=0 fail=0
+SUITE=kernels SUMMARY=KERNELS
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 # The pinned sources of carried mode, fetched on the host (the root cannot
 # see the cache).
-kbuild/carried-source.sh build/carried-src || fail=$((fail + 1))
+kbuild/carried-source.sh build/carried-src || bad carried-source "kbuild/carried-source.sh failed"
 
 # check_ko ENV_FILE ARGS...: check-ko.py where binutils read the object:
 # on the host, or for another architecture's kernel (its env file names a
@@ -86,8 +86,7 @@ run() {
 for series in ${NVPM_OTHER_KSERIES:-7.2}; do
 	echo "kernels: Debian $series"
 	if ! KSERIES=$series scripts/provision.sh "$series"; then
-		echo "  FAIL kernels/$series/provision: see the lines above"
-		fail=$((fail + 1))
+		bad "$series/provision" "see the lines above"
 		continue
 	fi
 	run "$series" "kernel-$series.env" '[04][0-5]-*' ""
@@ -95,8 +94,7 @@ done
 for series in ${NVPM_CARRIED_KSERIES:-6.12 6.1}; do
 	echo "kernels: Debian $series (without Rust: provisioned for the packaging suite's DKMS builds)"
 	if ! scripts/provision-carried.sh "$series"; then
-		echo "  FAIL kernels/$series/provision: see the lines above"
-		fail=$((fail + 1))
+		bad "$series/provision" "see the lines above"
 		continue
 	fi
 	# On a kernel with every x86 option (Debian 13's 6.12), the static
@@ -121,8 +119,7 @@ done
 for series in ${NVPM_MAKE_KSERIES-5.10}; do
 	echo "kernels: Debian $series (without Rust, built with make)"
 	if ! scripts/provision-carried.sh "$series"; then
-		echo "  FAIL kernels/$series/provision: see the lines above"
-		fail=$((fail + 1))
+		bad "$series/provision" "see the lines above"
 		continue
 	fi
 	run "$series" "kernel-$series.env" '[04][0-5]-*' ""
@@ -138,13 +135,11 @@ done
 for series in ${NVPM_ARM64_CARRIED_KSERIES-6.12}; do
 	echo "kernels: Debian $series arm64 (without Rust, cross-built with make)"
 	if ! KARCH=arm64 scripts/provision-carried.sh "$series"; then
-		echo "  FAIL kernels/$series-arm64/provision: see the lines above"
-		fail=$((fail + 1))
+		bad "$series-arm64/provision" "see the lines above"
 		continue
 	fi
 	if ! NVPM_KERNEL_ENV=kernel-$series-arm64.env scripts/build-tool.sh >build/logs/tool-arm64.log 2>&1; then
-		echo "  FAIL kernels/$series-arm64/tool: the guest's tools did not build for aarch64 (see build/logs/tool-arm64.log)"
-		fail=$((fail + 1))
+		bad "$series-arm64/tool" "the guest's tools did not build for aarch64 (see build/logs/tool-arm64.log)"
 		continue
 	fi
 	run "$series-arm64" "kernel-$series-arm64.env" '[04][0-5]-*' ""
@@ -163,17 +158,15 @@ if [ -z "${NVPM_CARRIED_KSERIES+set}" ] || [ -n "${NVPM_CARRIED_RUSTC:-}" ]; the
 	if scripts/provision-rustc.sh; then
 		run 7.3-rustc-web kernel.env '0[12]-* 41-*' "" NVPM_RUSTC=/opt/rustc-web/rustc
 	else
-		echo "  FAIL kernels/7.3-rustc-web/provision: see the lines above"
-		fail=$((fail + 1))
+		bad "7.3-rustc-web/provision" "see the lines above"
 	fi
 fi
-# The build's choice of mode and its refusals (tests/kbuild-checks.sh), on
+# The build's choice of mode and its refusals (tests/kernels/kbuild-checks.sh), on
 # the last carried kernel and the 7.3 tree.
 # shellcheck source=/dev/null
 if [ -r "$NVPM_CACHE/kernel.env" ] && norust=$(. "$NVPM_CACHE/kernel-6.12.env" 2>/dev/null && echo "$KDIR_HOST"); then
-	tests/kbuild-checks.sh "$norust" "$(. "$NVPM_CACHE/kernel.env" && echo "$KDIR_HOST")" >build/logs/kbuild-checks.log 2>&1
+	tests/kernels/kbuild-checks.sh "$norust" "$(. "$NVPM_CACHE/kernel.env" && echo "$KDIR_HOST")" >build/logs/kbuild-checks.log 2>&1
 	sed 's/^/  /' build/logs/kbuild-checks.log
 	summary_add build/logs/kbuild-checks.log KBUILD || echo "  FAIL kernels/kbuild-checks: see build/logs/kbuild-checks.log"
 fi
-echo "KERNELS-SUMMARY $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -10,34 +10,20 @@
 # NVPM_ARM64_FLAVOURS picks the flavours (default both). Ends with
 # ARM64-SUMMARY.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-# shellcheck source=tests/summary.sh
-. tests/summary.sh
+cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 mkdir -p build/logs
-pass=0 fail=0
-
-# check NAME COMMAND...: one PASS or FAIL line.
-check() {
-	local name=$1
-	shift
-	if "$@"; then
-		echo "  PASS arm64/$name"
-		pass=$((pass + 1))
-	else
-		echo "  FAIL arm64/$name"
-		fail=$((fail + 1))
-	fi
-}
+SUITE=arm64 SUMMARY=ARM64
+# shellcheck source=tests/lib/check.sh
+. tests/lib/check.sh
 
 tool_built=
 for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 	echo "arm64: Debian 7.3 $flavour"
 	envfile=kernel-7.3-$flavour.env
 	if ! KARCH=arm64 KFLAVOUR=$flavour scripts/provision.sh; then
-		echo "  FAIL arm64/$flavour/provision: see the lines above"
-		fail=$((fail + 1))
+		bad "$flavour/provision" "see the lines above"
 		continue
 	fi
 	# The guest's tools: one aarch64 build serves every flavour.
@@ -45,8 +31,7 @@ for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 		if NVPM_KERNEL_ENV=$envfile scripts/build-tool.sh >build/logs/arm64-tool.log 2>&1; then
 			tool_built=1
 		else
-			echo "  FAIL arm64/tool: see build/logs/arm64-tool.log"
-			fail=$((fail + 1))
+			bad tool "see build/logs/arm64-tool.log"
 			break
 		fi
 	fi
@@ -72,5 +57,4 @@ for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 	check "$flavour/module-aarch64" sh -c 'file -b nvidia_peermem.ko | grep -q aarch64'
 	check "$flavour/guest-kernel" grep -q "Linux version 7\.[0-9.]*+deb13-$flavour " "build/guest-$flavour/dmesg.txt"
 done
-echo "ARM64-SUMMARY $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish
