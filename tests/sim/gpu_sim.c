@@ -273,6 +273,35 @@ static bool iova_split;
 module_param(iova_split, bool, 0644);
 MODULE_PARM_DESC(iova_split, "coherent: the OS pages of a GPU page get non-contiguous IOVAs (the driver's map then fails, -EIO)");
 
+/*
+ * The driver maps a DMA mapping of OS pages in submaps of at most
+ * NV_DMA_SUBMAP_MAX_PAGES pages (nv-linux.h), each with its own dma_map_sg
+ * (nv-dma.c nv_create_dma_map_scatterlist, nv_map_dma_map_scatterlist):
+ * U32_MAX >> PAGE_SHIFT pages (4 GiB less one page), or on 4 KiB arm64
+ * kernels 4 GiB - 2 MiB, so that a submap ends on a 2 MiB boundary. With
+ * 16 KiB pages (262143) or on x86 (1048575) the first boundary cuts a
+ * 64 KiB GPU page, which then needs the IOVAs of two dma_map_sg calls to
+ * be contiguous (osapi.c RmP2PDmaMapPages's check).
+ */
+#ifdef CONFIG_ARM64_4K_PAGES
+#define GSIM_SUBMAP_PAGES ((u32)((U32_MAX >> PAGE_SHIFT) + 1 - 512))
+#else
+#define GSIM_SUBMAP_PAGES ((u32)(U32_MAX >> PAGE_SHIFT))
+#endif
+
+/*
+ * submaps_apart (coherent): the IOMMU gives each dma_map_sg call its own
+ * IOVA range, as iommu-dma does in a translated domain (the default on
+ * arm64 with an SMMU); 0: IOVA = physical address (iommu.passthrough=1, or
+ * no IOMMU). Where a later range lands is the IOMMU's choice: the simulator
+ * moves only the OS pages of a GPU page that a boundary cuts, all the
+ * driver's contiguity check looks at, and keeps whole GPU pages at their
+ * usual addresses.
+ */
+static bool submaps_apart = true;
+module_param(submaps_apart, bool, 0644);
+MODULE_PARM_DESC(submaps_apart, "coherent: each of the driver's DMA submaps gets its own IOVA range (translated IOMMU); 0: passthrough");
+
 static bool persistent_api = true;
 module_param(persistent_api, bool, 0644);
 MODULE_PARM_DESC(persistent_api, "Persistent API supported (0: -ENOTSUPP, as on MIG and vGPU)");
@@ -473,6 +502,7 @@ static struct {
 	atomic_long_t api_waits;	/* calls that waited for the API lock held by a free */
 	atomic_long_t unmaps_in_callback;	/* unmaps while the table's callback ran */
 	atomic_long_t os_pages_mapped;	/* OS pages the coherent map path mapped */
+	atomic_long_t submap_cuts;	/* GPU pages a DMA submap boundary cut */
 	atomic_long_t topology_refusals;	/* maps refused by the PCIe topology rule */
 	atomic_long_t mmio_pages_mapped;	/* GPU pages the CDMM struct_page path mapped as MMIO */
 	atomic_long_t pagemap_refusals;	/* CDMM maps refused: no uvm pagemap */
@@ -1622,10 +1652,12 @@ static bool gsim_topology_supported(void)
 
 /*
  * The coherent path: osapi.c RmP2PDmaMapPages. A 64 KiB page larger than
- * the OS's is inflated to its OS pages, which are mapped one by one
- * (nv_dma_map_alloc); each GPU page's OS pages must have come out
- * IOVA-contiguous (else NV_ERR_INVALID_STATE: -EIO), and the client gets
- * the IOVA of each GPU page's first OS page: one address per 64 KiB page.
+ * the OS's is inflated to its OS pages, which are mapped in submaps
+ * (nv_dma_map_alloc, GSIM_SUBMAP_PAGES); each GPU page's OS pages must have
+ * come out IOVA-contiguous (else NV_ERR_INVALID_STATE: -EIO), and the client
+ * gets the IOVA of each GPU page's first OS page: one address per 64 KiB
+ * page. With 64 KiB OS pages the GPU pages are mapped as they are, with no
+ * check.
  */
 static int gsim_map_coherent(struct gsim_mapping *m)
 {
@@ -1650,6 +1682,13 @@ static int gsim_map_coherent(struct gsim_mapping *m)
 				m->dev->dma_offset;
 			if (READ_ONCE(iova_split) && j == per - 1)
 				os[k] += GSIM_PAGE_SIZE;
+			/* A later submap's OS pages of a GPU page it shares. */
+			if (READ_ONCE(submaps_apart) &&
+			    k / GSIM_SUBMAP_PAGES != ((u64)i * per) / GSIM_SUBMAP_PAGES) {
+				os[k] += GSIM_PAGE_SIZE;
+				if (j == per - 1)
+					atomic_long_inc(&gsim.submap_cuts);
+			}
 		}
 	atomic_long_add(k, &gsim.os_pages_mapped);
 	for (k = 1, count = 0; k < (u64)n * per; k++) {
@@ -2181,6 +2220,7 @@ static int gsim_cmd_reset(int argc, char **argv, struct sim_reply *r)
 	atomic_long_set(&gsim.api_waits, 0);
 	atomic_long_set(&gsim.unmaps_in_callback, 0);
 	atomic_long_set(&gsim.os_pages_mapped, 0);
+	atomic_long_set(&gsim.submap_cuts, 0);
 	atomic_long_set(&gsim.topology_refusals, 0);
 	atomic_long_set(&gsim.mmio_pages_mapped, 0);
 	atomic_long_set(&gsim.pagemap_refusals, 0);
@@ -2222,6 +2262,8 @@ static int gsim_counters_show(struct seq_file *s, void *unused)
 	seq_printf(s, "api.waits_on_free %ld\n", atomic_long_read(&gsim.api_waits));
 	seq_printf(s, "unmaps.in_callback %ld\n", atomic_long_read(&gsim.unmaps_in_callback));
 	seq_printf(s, "maps.os_pages %ld\n", atomic_long_read(&gsim.os_pages_mapped));
+	seq_printf(s, "maps.submap_cuts %ld\n", atomic_long_read(&gsim.submap_cuts));
+	seq_printf(s, "dma.submap_pages %u\n", GSIM_SUBMAP_PAGES);
 	seq_printf(s, "maps.topology_refused %ld\n", atomic_long_read(&gsim.topology_refusals));
 	seq_printf(s, "maps.mmio_pages %ld\n", atomic_long_read(&gsim.mmio_pages_mapped));
 	seq_printf(s, "maps.pagemap_refused %ld\n", atomic_long_read(&gsim.pagemap_refusals));

@@ -1920,8 +1920,8 @@ static int msim_cmd_show(int argc, char **argv, struct sim_reply *r)
 		  msim_mr_state_names[READ_ONCE(mr->state)]);
 	sim_reply(r, "inval %d\nwritable %d\ncore_context %llu\n", mr->inval,
 		  mr->writable, mr->core_context);
-	sim_reply(r, "page_size %lu\nos_page_size %lu\nsg_va %#llx\n",
-		  mr->page_size, PAGE_SIZE, mr->sg_va);
+	sim_reply(r, "page_size %lu\nos_page_size %lu\nsg_va %#llx\ntrimmed %d\n",
+		  mr->page_size, PAGE_SIZE, mr->sg_va, mr->trimmed);
 	sim_reply(r, "nmap %d\nevents %d\nunmap_calls %u\nput_calls %u\n", mr->nmap,
 		  atomic_read(&mr->events), mr->unmap_calls, mr->put_calls);
 	/*
