@@ -23,7 +23,7 @@ use crate::peer_mem::{
     DmaDevice, Invalidation, InvalidatorSlot, ModuleRef, PeerClient, Registration as Client, SgOut,
 };
 use crate::peermem_core::client::{self, BuildError, Decline, Env, MapError, Note, Registration};
-use crate::peermem_core::diag::MapNotSupported;
+use crate::peermem_core::diag::{self, CoherentMapIo, MapNotSupported};
 use crate::peermem_core::protocol::Threads;
 use crate::peermem_core::range::{GpuRange, GPU_PAGE_SIZE};
 use crate::peermem_core::sgplan::segment_limit;
@@ -259,6 +259,11 @@ fn map_failed(range: GpuRange, cpu_cacheable: bool, e: MapError<P2pError, Error>
                         pr_err!("cannot map {:#x} for the NIC: {}\n", start, line);
                     }
                 }
+                // A coherent map's IOVA contiguity (peermem_core::diag).
+                MapError::Driver(why) if cpu_cacheable && why.is_io() => {
+                    pr_err!("cannot map {:#x} for the NIC: {}\n", start, why);
+                    coherent_map_io_advice(start, range.pages());
+                }
                 MapError::Driver(why) => {
                     pr_err!("cannot map {:#x} for the NIC: {}\n", start, why)
                 }
@@ -274,6 +279,37 @@ fn map_failed(range: GpuRange, cpu_cacheable: bool, e: MapError<P2pError, Error>
         }
     }
     errno
+}
+
+/// The second line after a coherent map's -EIO: the driver's DMA submaps
+/// or the IOMMU.
+fn coherent_map_io_advice(start: u64, gpu_pages: u64) {
+    let arm64 = cfg!(target_arch = "aarch64");
+    match CoherentMapIo::of_map(gpu_pages, crate::shim::PAGE_SHIFT, arm64) {
+        CoherentMapIo::SubmapCut {
+            submap_pages,
+            first_cut,
+            limit,
+        } => pr_err!(
+            "cannot map {:#x} for the NIC: {}{}{}{}{}{}{}\n",
+            start,
+            diag::SUBMAP_CUT,
+            submap_pages,
+            diag::SUBMAP_CUT_PAGE,
+            first_cut,
+            diag::SUBMAP_CUT_LIMIT,
+            limit,
+            diag::SUBMAP_CUT_FIX
+        ),
+        CoherentMapIo::NotContiguous => {
+            pr_err!(
+                "cannot map {:#x} for the NIC: {}\n",
+                start,
+                diag::NOT_CONTIGUOUS
+            )
+        }
+        CoherentMapIo::NoCheck => {}
+    }
 }
 
 fn dma_unmap(ctx: ArcBorrow<'_, Context>) -> Result {

@@ -81,6 +81,11 @@ impl P2pError {
     pub(crate) fn is_not_supported(&self) -> bool {
         matches!(self, P2pError::Driver(e) if *e == ENOTSUPP || *e == eopnotsupp())
     }
+
+    /// The driver returned `EIO` (`NV_ERR_INVALID_STATE`).
+    pub(crate) fn is_io(&self) -> bool {
+        matches!(self, P2pError::Driver(e) if *e == EIO)
+    }
 }
 
 /// `EOPNOTSUPP`, which the kernel crate names from 7.3 on only.

@@ -35,6 +35,9 @@ pub(crate) fn read() -> Params {
     }
 }
 
+/// The kernel's `PAGE_SHIFT`.
+pub(crate) const PAGE_SHIFT: u32 = abi::NVPM_PAGE_SHIFT;
+
 /// Whether an error line on a hot path may be printed now.
 pub(crate) fn ratelimit() -> bool {
     // SAFETY: `__ratelimit` on the shim's static state; callable from any context.

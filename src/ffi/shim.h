@@ -3,6 +3,11 @@
 #ifndef NVPM_SHIM_H
 #define NVPM_SHIM_H
 
+#include <asm/page.h>
+
+/* The kernel's page size, for the driver's DMA submaps (peermem_core::diag). */
+enum { NVPM_PAGE_SHIFT = PAGE_SHIFT };
+
 int nvpm_param_persistent_api_support(void);
 int nvpm_param_peerdirect_support(void);
 
