@@ -11,6 +11,30 @@
 . /tests/lib.sh
 . /tests/client-lib.sh
 
+# reg_trim NAME OFFSET LENGTH: reg_range in a buffer of two fragmented GPU
+# pages, and the core trimmed as MOFED's rule says: only a modern core,
+# only when the client's page size is not the OS's; the SG list starts at
+# the range's start aligned down to the OS page if trimmed, else to the
+# client's page.
+reg_trim() {
+	rt_va=$(nvpm-tool gpu alloc 128K --layout fragmented) || { fail "$1" "alloc failed"; return; }
+	rt_start=$((rt_va + $2))
+	if rt_id=$(nvpm-tool core reg "$(printf '0x%x' $rt_start)" "$3" 2>&1); then
+		expect_ok "$1/sg" nvpm-tool expect-sg "$rt_id"
+		rt_pgsz=$(nvpm-tool core show "$rt_id" page_size)
+		rt_want=0 rt_unit=$rt_pgsz
+		if [ "$mode" = modern ] && [ "$rt_pgsz" != "$(os_page_size)" ]; then
+			rt_want=1 rt_unit=$(os_page_size)
+		fi
+		expect_eq "$1/trimmed" "$rt_want" "$(nvpm-tool core show "$rt_id" trimmed)"
+		expect_eq "$1/sg-start" "$(printf '%#x' $((rt_start / rt_unit * rt_unit)))" "$(nvpm-tool core show "$rt_id" sg_va)"
+		expect_ok "$1/dereg" nvpm-tool core dereg "$rt_id"
+	else
+		fail "$1/reg" "$rt_id"
+	fi
+	nvpm-tool gpu free "$rt_va" >/dev/null
+}
+
 for mode in modern mid legacy; do
 	for abi in ${GPU_PT_ABI:-1.2 2.0}; do
 		t="$mode-$abi"
@@ -37,6 +61,16 @@ for mode in modern mid legacy; do
 		reg_range "$t/across-gpu-page" 128K fragmented $((65536 - 1)) 2
 		[ "$p" -ge 65536 ] ||
 			reg_range "$t/os-pages-across-gpu-page" 128K fragmented $((65536 - p - 1)) $((p + 2))
+		# Ranges that tell the page sizes apart: 4 KiB at 4 KiB, from the
+		# second byte, the last byte of a GPU page, 8 KiB at 60 KiB. A
+		# modern core trims the SG list to OS pages only where the client's
+		# pages are larger (MOFED's ib_peer_umem_get calls fix_peer_sgls
+		# only when get_page_size differs from PAGE_SIZE): not with 64 KiB
+		# pages, where the list starts at the 64 KiB-aligned address.
+		reg_trim "$t/4k-at-4k" 4096 4096
+		reg_trim "$t/from-second-byte" 1 8192
+		reg_trim "$t/last-byte-of-gpu-page" 65535 1
+		reg_trim "$t/8k-at-60k" 61440 8192
 		# A range that is not GPU memory is declined, with no side effect.
 		expect_fail "$t/non-gpu-declined" nvpm-tool core reg 0x1000 64K
 		if own_feature "$t/declines-counted"; then

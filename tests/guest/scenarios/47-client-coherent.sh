@@ -12,7 +12,9 @@
 # What the RDMA stack sees (the registration works and its SG list maps the
 # GPU's addresses, or it fails and nothing stays pinned) is checked for any
 # module; this module's statistics and log lines are its own features.
-# Page-size agnostic: the guest's page size is read from the core's MR.
+# On every page size (4, 16 and 64 KiB) each case tests what its name says;
+# where the driver behaves differently by page size (its IOVA check, its DMA
+# submaps), the expected outcome is the driver's for the guest's page size.
 . /tests/lib.sh
 . /tests/client-lib.sh
 
@@ -36,15 +38,18 @@ for layout in default legacy; do
 
 	# ---- A coherent GPU ------------------------------------------------
 	t=$layout/coherent
-	load_stack "$t" "mode=modern" "coherent=1" "$params" || continue
+	# 8 GiB of GPU memory: room for the 4 GiB maps below.
+	load_stack "$t" "mode=modern" "coherent=1 vram_mb=8192" "$params" || continue
+	os_page=$(os_page_size)
 	va=$(nvpm-tool gpu alloc 4M --layout fragmented)
 	nvpm-tool gpu reset >/dev/null
 	if id=$(nvpm-tool core reg "$va" 4M $flags 2>&1); then
 		pass "$t/reg"
 		expect_ok "$t/sg" nvpm-tool expect-sg "$id"
-		os_page=$(nvpm-tool core show "$id" os_page_size 2>&1)
+		expect_eq "$t/core-page-size" "$os_page" "$(nvpm-tool core show "$id" os_page_size 2>&1)"
 		# The pages are C2C addresses (coherentCpuFbBase + pa), and the
-		# driver mapped each 64 KiB page as its OS pages.
+		# driver mapped each 64 KiB page as its OS pages (with 64 KiB
+		# pages: one per entry, 64).
 		expect_match "$t/c2c-addresses" "^0x4[0-9a-f]{11}$" \
 			"$(nvpm-tool gpu pages | awk -v va="$(printf '%#x' "$va")" '$1 == va {print $2}')"
 		expect_counter "$t/driver-mapped-os-pages" gpu maps.os_pages $((4194304 / os_page))
@@ -55,17 +60,16 @@ for layout in default legacy; do
 		expect_ok "$t/dereg" nvpm-tool core dereg "$id"
 	else
 		fail "$t/reg" "$id"
-		os_page=4096
 	fi
 	expect_nothing_held "$t/clean"
 
-	# Contiguous and shuffled buffers too; registrations at an offset into
-	# a GPU page (the core trims to OS pages where they are smaller).
+	# Contiguous and shuffled buffers too; a registration at 4 KiB into a
+	# GPU page (the core trims to OS pages where they are smaller).
 	vc=$(nvpm-tool gpu alloc 2M --layout contiguous)
 	reg_ok "$t/contiguous" "$vc" 2M $flags
 	vs=$(nvpm-tool gpu alloc 1M --layout shuffled)
 	reg_ok "$t/shuffled" "$vs" 1M $flags
-	reg_ok "$t/offset" "$((vc + os_page))" $((1048576 - os_page)) $flags
+	reg_ok "$t/offset" "$((vc + 4096))" $((1048576 - 4096)) $flags
 
 	# The topology rule does not apply to a coherent GPU: the NIC maps
 	# over C2C.
@@ -76,17 +80,44 @@ for layout in default legacy; do
 
 	# The IOMMU gave a GPU page's OS pages non-contiguous IOVAs: the
 	# driver fails the map (NV_ERR_INVALID_STATE, -EIO). With 64 KiB OS
-	# pages there is nothing to split.
+	# pages a GPU page is one OS page: no check, the map works.
+	nvpm-tool gpu set iova_split 1
 	if [ "$os_page" -lt 65536 ]; then
-		nvpm-tool gpu set iova_split 1
 		reg_fails "$t/iova-not-contiguous" EIO "$va" 1M $flags
-		nvpm-tool gpu set iova_split 0
 		if own_feature "$t/iova-not-contiguous/logged"; then
 			expect_dmesg "$t/iova-not-contiguous/logged" "nvidia_peermem: cannot map .* for the NIC: the NVIDIA driver returned EIO"
+			expect_dmesg "$t/iova-not-contiguous/explained" "nvidia_peermem: cannot map .* for the NIC: the NVIDIA driver needs the OS pages of each 64 KiB GPU page of coherent memory at contiguous DMA addresses"
 		fi
 	else
-		skip "$t/iova-not-contiguous" "64 KiB OS pages: the driver maps GPU pages directly"
+		reg_ok "$t/iova-not-contiguous" "$va" 1M $flags
 	fi
+	nvpm-tool gpu set iova_split 0
+
+	# A map of 4 GiB and one GPU page: the driver maps OS pages in DMA
+	# submaps of U32_MAX >> PAGE_SHIFT pages (4 GiB - 2 MiB on 4 KiB
+	# arm64), each placed by a translated IOMMU on its own (the GPU
+	# simulator's default, submaps_apart=1). Where a submap ends inside a
+	# GPU page (16 KiB pages, x86's 4 KiB) that page's OS pages are not
+	# contiguous: -EIO. 4 KiB arm64 submaps end between GPU pages; with
+	# 64 KiB pages there is no check. In passthrough the map works.
+	submap=$(nvpm-tool gpu counter dma.submap_pages)
+	per=$((65536 / os_page))
+	vb=$(nvpm-tool gpu alloc $((4294967296 + 65536)) --layout contiguous)
+	nvpm-tool gpu reset >/dev/null
+	if [ "$per" -gt 1 ] && [ $((submap % per)) != 0 ]; then
+		reg_fails "$t/4g-submap-cut" EIO "$vb" $((4294967296 + 65536)) $flags
+		expect_counter "$t/4g-submap-cut/by-driver" gpu maps.submap_cuts 1
+		if own_feature "$t/4g-submap-cut/explained"; then
+			expect_dmesg "$t/4g-submap-cut/explained" "nvidia_peermem: cannot map .* for the NIC: the NVIDIA driver maps coherent GPU memory in DMA submaps of $submap OS pages, .* GPU page $((submap / per)) of this mapping, .* register at most $((submap / per * 65536)) bytes per memory region, or run the IOMMU in passthrough \\(iommu.passthrough=1\\)"
+		fi
+	else
+		reg_ok "$t/4g-no-submap-cut" "$vb" $((4294967296 + 65536)) $flags
+		expect_counter "$t/4g-no-submap-cut/by-driver" gpu maps.submap_cuts 0
+	fi
+	nvpm-tool gpu set submaps_apart 0
+	reg_ok "$t/4g-passthrough" "$vb" $((4294967296 + 65536)) $flags
+	nvpm-tool gpu set submaps_apart 1
+	nvpm-tool gpu free "$vb" >/dev/null
 
 	# A mapping with one entry per 4 KiB (what no 595 driver returns: its
 	# dma_mapping->entries is the table's) is refused before use. The
