@@ -37,6 +37,9 @@ static REVOCABLE_SLOT: InvalidatorSlot = InvalidatorSlot::new();
 static PERSISTENT_REFUSED: AtomicBool = AtomicBool::new(false);
 /// The driver's page-table ABI was logged (at the first pin).
 static ABI_LOGGED: AtomicBool = AtomicBool::new(false);
+/// CPU-cacheable pages were logged (at the first such pin; the statistics
+/// count the rest).
+static CACHEABLE_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// One registration.
 pub(crate) type Context = GpuPin<Registration<KernelEnv>>;
@@ -121,9 +124,11 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
             }
             if info.cpu_cacheable {
                 STATS.add(Counter::CpuCacheablePins, 1);
-                if crate::shim::ratelimit() {
+                if !CACHEABLE_LOGGED.load(Ordering::Relaxed)
+                    && !CACHEABLE_LOGGED.swap(true, Ordering::Relaxed)
+                {
                     pr_info!(
-                        "pages at {:#x} are CPU-cacheable (coherent platform)\n",
+                        "pages at {:#x} are CPU-cacheable (coherent platform; further such pins are counted in cpu_cacheable_pins)\n",
                         range.start()
                     );
                 }

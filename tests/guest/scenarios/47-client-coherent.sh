@@ -55,7 +55,7 @@ for layout in default legacy; do
 		expect_counter "$t/driver-mapped-os-pages" gpu maps.os_pages $((4194304 / os_page))
 		if own_feature "$t/cacheable-counted"; then
 			expect_eq "$t/cacheable-counted" 1 "$(pstat cpu_cacheable_pins)"
-			expect_dmesg "$t/cacheable-logged" "nvidia_peermem: pages at .* are CPU-cacheable \\(coherent platform\\)"
+			expect_dmesg "$t/cacheable-logged" "nvidia_peermem: pages at .* are CPU-cacheable \\(coherent platform; further such pins are counted in cpu_cacheable_pins\\)"
 		fi
 		expect_ok "$t/dereg" nvpm-tool core dereg "$id"
 	else
