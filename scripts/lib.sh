@@ -107,12 +107,15 @@ kmake_flags() { # $1 = headers dir
 
 # A foreign KARCH's guest userland: busybox, kmod and dash of that
 # architecture with the libraries they load, unpacked from Debian's packages
-# (tests/guest/run.sh copies the root's own for an amd64 guest).
+# (tests/guest/run.sh copies the root's own for an amd64 guest). kmod opens
+# its decompressors with dlopen, so no dependency names them: liblzma and
+# libzstd are asked for, or the guest's modinfo and modprobe
+# --dump-modversions (scenario 02) read no .ko.xz.
 ensure_userland() { # $1 = dir
 	local pkgs d
 	rm -rf "$1" "$1.debs" && mkdir -p "$1" "$1.debs"
 	pkgs=$(in_chroot apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-		--no-replaces --no-enhances --no-pre-depends "busybox-static:$KARCH" "kmod:$KARCH" "dash:$KARCH" |
+		--no-replaces --no-enhances --no-pre-depends "busybox-static:$KARCH" "kmod:$KARCH" "dash:$KARCH" "liblzma5:$KARCH" "libzstd1:$KARCH" |
 		sed -n "s/^\([a-z0-9][^ <>]*:$KARCH\)$/\1/p" | sort -u | tr '\n' ' ')
 	[ -n "$pkgs" ] || die "no $KARCH packages for the guest userland"
 	in_chroot sh -c "cd ${1#"$CHROOT"}.debs && apt-get download -qq -o APT::Sandbox::User=root $pkgs" ||

@@ -123,17 +123,6 @@ if [ ! -e "$dir/.complete" ]; then
 	log "$KREL ready in $((SECONDS - t0)) s"
 fi
 
-# kmod opens its decompressors with dlopen, so no dependency of the guest
-# userland names them: the guest's modinfo and modprobe --dump-modversions
-# (scenario 02) need liblzma for Debian 13's .ko.xz.
-if [ "$KARCH" != amd64 ] && ! ls "$dir"/userland/usr/lib/*/liblzma.so.5 >/dev/null 2>&1; then
-	rm -rf "$dir/userland.debs" && mkdir -p "$dir/userland.debs"
-	in_chroot sh -c "cd $KROOT/userland.debs && apt-get download -qq -o APT::Sandbox::User=root liblzma5:$KARCH libzstd1:$KARCH" ||
-		die "apt-get download of kmod's $KARCH decompressors failed"
-	for d in "$dir"/userland.debs/*.deb; do dpkg-deb -x "$d" "$dir/userland"; done
-	rm -rf "$dir/userland.debs"
-fi
-
 env=$NVPM_CACHE/kernel-$SERIES.env
 # A foreign KARCH's build names its cross compilers (the headers'
 # .kernelvariables, provision.sh's kmake_flags).
