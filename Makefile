@@ -238,7 +238,7 @@ stress-long: module sims
 endif
 
 # Debug guest kernel (KASAN, lockdep, kmemleak, fault injection), cached; see
-# tests/guest/README.md, "Debug kernel".
+# tests/debug/README.md.
 .PHONY: debug-kernel check-debug
 debug-kernel:
 	@scripts/provision.sh

@@ -15,7 +15,7 @@
 #                                      KDIR, KMAKE_FLAGS, VMLINUZ, DEBIAN_MODULES and the guest
 #                                      runner's GUEST_* settings naming the debug kernel
 #
-# Cold build: see tests/guest/README.md ("Debug kernel") for the measured times.
+# Cold build: see tests/debug/README.md for the measured times.
 # shellcheck disable=SC2153 # KREL, KROOT, BZIMAGE, ... come from the sourced env files
 set -euo pipefail
 cd "$(dirname "$0")/.."

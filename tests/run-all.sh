@@ -78,7 +78,7 @@ run_suite arm64 tests/arm64/run.sh
 # It rebuilds the module and simulators against the debug kernel (built
 # first when not cached).
 wait_debug_kernel
-run_suite debug make --no-print-directory check-debug-stress NVPM_RUST=carried
+run_suite debug tests/debug/run.sh
 # NVIDIA's module on the debug kernel: 43, where KASAN reports its stale reads.
 run_suite anchor-debug make --no-print-directory check-anchor-debug
 # After debug: DKMS against the debug kernel, a CONFIG_MODVERSIONS kernel, is
