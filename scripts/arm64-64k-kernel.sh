@@ -88,21 +88,6 @@ configure() {
 	log "configured: $(grep -c '=m$' "$CHROOT$OUT/.config") modules, $(grep -c '=y$' "$CHROOT$OUT/.config") built-in options"
 }
 
-build() {
-	local t0=$SECONDS
-	# shellcheck disable=SC2086 # KFLAGS is a word list
-	run_with_progress "$DIR/build.log" in_chroot nice -n 19 make -C "$SRC" O="$OUT" $KFLAGS -j"$(nproc)" Image modules || {
-		grep -E 'error|Error' "$DIR/build.log" | tail -n 20 >&2
-		die "64K kernel build failed, full log: $DIR/build.log"
-	}
-	BUILD_SECONDS=$((SECONDS - t0))
-	log "kernel built in $BUILD_SECONDS s; installing modules"
-	rm -rf "$DIR/modules"
-	# shellcheck disable=SC2086
-	in_chroot nice -n 19 make -C "$SRC" O="$OUT" $KFLAGS INSTALL_MOD_PATH="$DROOT/modules" modules_install \
-		>"$DIR/modules_install.log" 2>&1 || die "modules_install failed, see $DIR/modules_install.log"
-}
-
 # In provision.sh's format, so that NVPM_KERNEL_ENV=kernel-7.3-arm64-64k.env
 # builds against this tree (KDIR is the O= dir) and boots its Image.
 write_env() {
@@ -130,23 +115,6 @@ EOT
 	mv "$ENV_OUT.tmp" "$ENV_OUT"
 }
 
-mkdir -p "$DIR"
-exec 8>"$NVPM_CACHE/.$FLAVOUR-kernel.lock"
-flock -n 8 || { log "another 64K kernel build holds the lock: waiting"; flock 8; }
-if [ -e "$DIR/.complete" ]; then
-	log "64K kernel cached: $DIR"
-else
-	wait_for_other_builds
-	t0=$SECONDS
-	unpack_source
-	configure
-	log "building the 64K kernel (at nice 19); log: $DIR/build.log"
-	build
-	echo "$BUILD_SECONDS" >"$DIR/.complete"
-	log "64K kernel ready in $((SECONDS - t0)) s (make: $BUILD_SECONDS s)"
-	for old in "$CHROOT"/kernels/$FLAVOUR-*; do
-		[ "$old" = "$DIR" ] || log "note: $old is an older 64K kernel; delete it to free $(du -sxh "$old" | cut -f1)"
-	done
-fi
+ensure_built "64K kernel" "$FLAVOUR" "$KFLAGS" Image modules
 write_env
 log "wrote $ENV_OUT"

@@ -91,21 +91,6 @@ configure() {
 	check_config "$FRAGMENT" "$CHROOT$OUT/.config"
 }
 
-build() {
-	local t0=$SECONDS
-	# shellcheck disable=SC2086 # DEBUG_KMAKE_FLAGS is a word list
-	run_with_progress "$DIR/build.log" in_chroot nice -n 19 make -C "$SRC" O="$OUT" $DEBUG_KMAKE_FLAGS -j"$(nproc)" all || {
-		grep -E 'error|Error' "$DIR/build.log" | tail -n 20 >&2
-		die "debug kernel build failed, full log: $DIR/build.log"
-	}
-	BUILD_SECONDS=$((SECONDS - t0))
-	log "kernel built in $BUILD_SECONDS s; installing modules"
-	rm -rf "$DIR/modules"
-	# shellcheck disable=SC2086
-	in_chroot nice -n 19 make -C "$SRC" O="$OUT" $DEBUG_KMAKE_FLAGS INSTALL_MOD_PATH="$DROOT/modules" modules_install \
-		>"$DIR/modules_install.log" 2>&1 || die "modules_install failed, see $DIR/modules_install.log"
-}
-
 # The headers a distribution ships for building modules against this kernel:
 # what the kernel's own linux-headers .deb holds (its install-extmod-build),
 # the .config (as Debian's and Ubuntu's headers have it) and the compiled
@@ -151,23 +136,6 @@ EOT
 	mv "$DEBUG_ENV.tmp" "$DEBUG_ENV"
 }
 
-mkdir -p "$DIR"
-exec 8>"$NVPM_CACHE/.debug-kernel.lock"
-flock -n 8 || { log "another debug kernel build holds the lock: waiting"; flock 8; }
-if [ -e "$DIR/.complete" ]; then
-	log "debug kernel cached: $DIR"
-else
-	wait_for_other_builds
-	t0=$SECONDS
-	unpack_source
-	configure
-	log "building the debug kernel (cold: about 27 min on 2 idle cores; at nice 19); log: $DIR/build.log"
-	build
-	echo "$BUILD_SECONDS" >"$DIR/.complete"
-	log "debug kernel ready in $((SECONDS - t0)) s (make all: $BUILD_SECONDS s)"
-	for old in "$CHROOT"/kernels/debug-*; do
-		[ "$old" = "$DIR" ] || log "note: $old is an older debug kernel; delete it to free $(du -sxh "$old" | cut -f1)"
-	done
-fi
+ensure_built "debug kernel" "debug" "$DEBUG_KMAKE_FLAGS" all
 write_env
 log "wrote $DEBUG_ENV"

@@ -3,7 +3,8 @@
 # scripts/debug-kernel.sh and scripts/arm64-64k-kernel.sh). The caller sets
 # CHROOT, KROOT (a provisioned tree whose debs/ may hold the source
 # package), KPKGVER, DROOT (the build's directory inside the root), DIR (the
-# same seen from the host), SRC and OUT (inside the root).
+# same seen from the host), SRC and OUT (inside the root), and defines
+# configure (writes $OUT/.config); ensure_built does the rest.
 # shellcheck shell=bash
 
 # Kernel builds already running elsewhere on this machine (2 cores: never two at once).
@@ -82,4 +83,50 @@ run_with_progress() { # $1 = log file, $2... = command
 	done
 	trap - INT TERM
 	wait "$pid"
+}
+
+# build_kernel NAME FLAGS TARGET...: make TARGETs at nice 19 with progress
+# lines, then modules_install into $DIR/modules; sets BUILD_SECONDS.
+build_kernel() {
+	local name=$1 flags=$2 t0=$SECONDS
+	shift 2
+	# shellcheck disable=SC2086 # flags is a word list
+	run_with_progress "$DIR/build.log" in_chroot nice -n 19 make -C "$SRC" O="$OUT" $flags -j"$(nproc)" "$@" || {
+		grep -E 'error|Error' "$DIR/build.log" | tail -n 20 >&2
+		die "$name build failed, full log: $DIR/build.log"
+	}
+	BUILD_SECONDS=$((SECONDS - t0))
+	log "kernel built in $BUILD_SECONDS s; installing modules"
+	rm -rf "$DIR/modules"
+	# shellcheck disable=SC2086
+	in_chroot nice -n 19 make -C "$SRC" O="$OUT" $flags INSTALL_MOD_PATH="$DROOT/modules" modules_install \
+		>"$DIR/modules_install.log" 2>&1 || die "modules_install failed, see $DIR/modules_install.log"
+}
+
+# ensure_built NAME PREFIX FLAGS TARGET...: the kernel of $DIR, built once:
+# under $NVPM_CACHE/.PREFIX-kernel.lock and after any other kernel build,
+# the source unpacked, the caller's configure, build_kernel; marked complete
+# with its make seconds. Older builds (/kernels/PREFIX-*) are named, not
+# deleted.
+ensure_built() {
+	local name=$1 prefix=$2 t0 old
+	shift 2
+	mkdir -p "$DIR"
+	exec 8>"$NVPM_CACHE/.$prefix-kernel.lock"
+	flock -n 8 || { log "another $name build holds the lock: waiting"; flock 8; }
+	if [ -e "$DIR/.complete" ]; then
+		log "$name cached: $DIR"
+		return 0
+	fi
+	wait_for_other_builds
+	t0=$SECONDS
+	unpack_source
+	configure
+	log "building the $name (at nice 19); log: $DIR/build.log"
+	build_kernel "$name" "$@"
+	echo "$BUILD_SECONDS" >"$DIR/.complete"
+	log "$name ready in $((SECONDS - t0)) s (make: $BUILD_SECONDS s)"
+	for old in "$CHROOT"/kernels/"$prefix"-*; do
+		[ "$old" = "$DIR" ] || log "note: $old is an older $name; delete it to free $(du -sxh "$old" | cut -f1)"
+	done
 }
