@@ -41,6 +41,12 @@ static ABI_LOGGED: AtomicBool = AtomicBool::new(false);
 /// count the rest).
 static CACHEABLE_LOGGED: AtomicBool = AtomicBool::new(false);
 
+/// True for the first caller only: a line logged once per load. The load
+/// keeps the hot path off the cache line's exclusive state once set.
+fn first_time(flag: &AtomicBool) -> bool {
+    !flag.load(Ordering::Relaxed) && !flag.swap(true, Ordering::Relaxed)
+}
+
 /// One registration.
 pub(crate) type Context = GpuPin<Registration<KernelEnv>>;
 
@@ -119,14 +125,12 @@ fn acquire(addr: u64, size: u64, kind: PinKind) -> Option<Arc<Context>> {
         }
         Ok((pin, info)) => {
             STATS.add(Counter::Registrations, 1);
-            if !ABI_LOGGED.load(Ordering::Relaxed) && !ABI_LOGGED.swap(true, Ordering::Relaxed) {
+            if first_time(&ABI_LOGGED) {
                 pr_info!("NVIDIA driver page-table ABI {}\n", info.abi);
             }
             if info.cpu_cacheable {
                 STATS.add(Counter::CpuCacheablePins, 1);
-                if !CACHEABLE_LOGGED.load(Ordering::Relaxed)
-                    && !CACHEABLE_LOGGED.swap(true, Ordering::Relaxed)
-                {
+                if first_time(&CACHEABLE_LOGGED) {
                     pr_info!(
                         "pages at {:#x} are CPU-cacheable (coherent platform; further such pins are counted in cpu_cacheable_pins)\n",
                         range.start()
@@ -160,7 +164,7 @@ fn decline(range: GpuRange, kind: PinKind, e: P2pError) {
             }
         }
         e if e.is_not_supported() && kind == PinKind::Persistent => {
-            if !PERSISTENT_REFUSED.swap(true, Ordering::Relaxed) {
+            if first_time(&PERSISTENT_REFUSED) {
                 pr_info!(
                     "persistent pinning refused (MIG, vGPU, or memory the driver keeps from RDMA such as localized memory on a coherent platform): registrations fall back to revocable pages\n"
                 );
