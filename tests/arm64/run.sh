@@ -65,7 +65,7 @@ for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 	if [ "$flavour" = arm64-64k ]; then
 		if kbuild/carried-source.sh build/carried-src >build/logs/arm64-carried-src.log 2>&1; then
 			guest_run "$flavour-carried" '01-* 4[0-5]-*' NVPM_RUST=carried
-			check "$flavour-carried/page-size-guest" grep -qx "NVPM-PAGESIZE 65536" "build/guest-$flavour-carried/serial.log.txt"
+			check "$flavour-carried/page-size-guest" grep -qx "NVPM-PAGESIZE 65536" "build/guest-$flavour-carried/results.log.txt" "build/guest-$flavour-carried/serial.log.txt"
 		else
 			bad "$flavour-carried/source" "see build/logs/arm64-carried-src.log"
 		fi
@@ -80,7 +80,7 @@ for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 	*) want=CONFIG_ARM64_4K_PAGES=y bytes=4096 release="7\.[0-9.]*+deb13-$flavour" ;;
 	esac
 	check "$flavour/page-size-config" grep -qx "$want" "$config"
-	check "$flavour/page-size-guest" grep -qx "NVPM-PAGESIZE $bytes" "build/guest-$flavour/serial.log.txt"
+	check "$flavour/page-size-guest" grep -qx "NVPM-PAGESIZE $bytes" "build/guest-$flavour/results.log.txt" "build/guest-$flavour/serial.log.txt"
 	check "$flavour/module-aarch64" sh -c 'file -b nvidia_peermem.ko | grep -q aarch64'
 	check "$flavour/guest-kernel" grep -q "Linux version $release " "build/guest-$flavour/dmesg.txt"
 	if [ "$flavour" = arm64-64k ]; then

@@ -165,8 +165,9 @@ check() {
 	local name=$1 dir=$2 from reported received skipped bad cpus
 	tr -d '\r' <"$dir/serial.log" >"$dir/serial.log.txt" 2>/dev/null || : >"$dir/serial.log.txt"
 	tr -d '\r' <"$dir/results.log" >"$dir/results.log.txt" 2>/dev/null || : >"$dir/results.log.txt"
-	# Results from their own port; from the console only if that port stayed
-	# empty (a guest kernel without a second UART), where lines can be cut.
+	# Results and init's lines from their own port; from the console only if
+	# that port stayed empty (a guest kernel without a second UART), where a
+	# kernel message can cut into a line.
 	from=$dir/results.log.txt
 	if ! grep -q '^NVPM-RESULT ' "$from"; then
 		from=$dir/serial.log.txt
@@ -174,13 +175,13 @@ check() {
 	fi
 	grep -E '^NVPM-RESULT ' "$from" | sed 's/^NVPM-RESULT /  /' || true
 	grep -E '^NVPM-FIGURES ' "$dir/serial.log.txt" | sed 's/^NVPM-FIGURES /  figures: /' || true
-	echo "guest: seconds per scenario: $(sed -n 's/^NVPM-TIME //p' "$dir/serial.log.txt" | paste -sd ' ' | sed 's/ \([0-9]*\) / \1, /g')"
-	sed -n 's/^NVPM-TIME \([^ ]*\) [0-9]*$/\1/p' "$dir/serial.log.txt" >>"$OUT/ran"
+	echo "guest: seconds per scenario: $(sed -n 's/^NVPM-TIME //p' "$from" | paste -sd ' ' | sed 's/ \([0-9]*\) / \1, /g')"
+	sed -n 's/^NVPM-TIME \([^ ]*\) [0-9]*$/\1/p' "$from" >>"$OUT/ran"
 	pass=$((pass + $(grep -c '^NVPM-RESULT PASS ' "$from" || true)))
 	fail=$((fail + $(grep -c '^NVPM-RESULT FAIL ' "$from" || true)))
 	skipped=$(grep -c '^NVPM-RESULT SKIP ' "$from" || true)
 	[ "$skipped" = 0 ] || echo "guest: $skipped check(s) skipped (SKIP lines above: not for this module)"
-	if ! grep -q '^NVPM-DONE' "$dir/serial.log.txt"; then
+	if ! grep -q '^NVPM-DONE' "$from"; then
 		echo "  FAIL $name/completed: the guest did not finish (crash or timeout); tail of the log:"
 		tail -n 30 "$dir/serial.log.txt" | sed 's/^/    /'
 		fail=$((fail + 1))
@@ -189,11 +190,11 @@ check() {
 	fi
 	# Every result line the scenarios reported (init's count) arrived: a port
 	# that delivered nothing, or a console that cut lines, fails here.
-	reported=$(sed -n 's/^NVPM-REPORTED \([0-9]*\)$/\1/p' "$dir/results.log.txt" "$dir/serial.log.txt" | head -n1)
+	reported=$(sed -n 's/^NVPM-REPORTED \([0-9]*\)$/\1/p' "$from" | head -n1)
 	received=$(grep -c '^NVPM-RESULT ' "$from" || true)
 	if [ -z "$reported" ]; then
 		# Without NVPM-DONE, completed has failed already.
-		if grep -q '^NVPM-DONE' "$dir/serial.log.txt"; then
+		if grep -q '^NVPM-DONE' "$from"; then
 			echo "  FAIL $name/results-complete: the guest sent no count of its results"
 			fail=$((fail + 1))
 		fi
@@ -206,7 +207,7 @@ check() {
 	fi
 	# The guest runs on the CPUs QEMU gave it (a kernel without ACPI on x86
 	# gets one: SeaBIOS's MP table lists one).
-	cpus=$(sed -n 's/^NVPM-CPUS \([0-9]*\)$/\1/p' "$dir/serial.log.txt" | head -n1)
+	cpus=$(sed -n 's/^NVPM-CPUS \([0-9]*\)$/\1/p' "$from" | head -n1)
 	if [ "$cpus" = "$guest_cpus" ]; then
 		echo "  PASS $name/cpus ($cpus)"
 		pass=$((pass + 1))
