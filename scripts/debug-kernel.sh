@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Debug guest kernel: KASAN, lockdep, kmemleak, fault injection, and symbol
-# versions as Ubuntu's generic kernels have them (MODVERSIONS through
-# gendwarfksyms); scripts/debug.config on top of x86_64_defconfig +
-# kvm_guest.config. Built with clang (LLVM=-19;
+# Debug guest kernel: KASAN, lockdep, kmemleak, fault injection, Rust, no
+# symbol versions or debug information; scripts/debug.config on top of
+# x86_64_defconfig + kvm_guest.config. Built with clang (LLVM=-19;
 # KASAN with Rust needs a clang kernel) from the same linux-source-7.3 package
 # as the release KDIR (kernel.env), in its own source copy and O= dir inside
 # the trixie root, so the release KDIR is never touched. Cached by (source

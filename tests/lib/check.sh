@@ -5,6 +5,8 @@
 #   check NAME CMD...          one result: the command's exit status (its
 #                              output's last lines shown on failure)
 #   expect_rc NAME RC CMD...   one result: the command exits with RC
+#   tool_results CMD...        a tool's own "PASS name" and "FAIL name: why"
+#                              lines, indented and counted
 #   step TEXT                  a progress line with the seconds so far
 #   finish                     the "<SUMMARY>-SUMMARY N passed, N failed" line;
 #                              exits 0 when nothing failed
@@ -32,6 +34,12 @@ expect_rc() {
 	out=$("$@" 2>&1)
 	rc=$?
 	if [ "$rc" = "$want" ]; then ok "$n"; else bad "$n" "exit $rc, expected $want: $out"; fi
+}
+tool_results() {
+	local out
+	out=$("$@" 2>&1)
+	printf '%s\n' "$out" | sed 's/^/  /'
+	pass=$((pass + $(grep -c '^PASS ' <<<"$out"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$out")))
 }
 step() { printf '[%4ds] %s%s\n' "$((SECONDS - T0))" "$*" "${NVPM_CHECK_SINCE:+ (make check: $((EPOCHSECONDS - NVPM_CHECK_SINCE)) s; ${NVPM_CHECK_TIMES:-})}"; }
 finish() {

@@ -679,17 +679,18 @@ check kernel-remove-overlay-gone inr sh -c "test ! -e /usr/src/linux-headers-$KR
 
 # --- kernels without Rust -------------------------------------------------------------------------
 # Debian 13's and Debian 12's default kernels (6.12, 6.1), built without
-# Rust: their headers packages, as the kernels suite fetched them
-# (scripts/provision-carried.sh), installed as on a host; their postinst hook
-# runs DKMS, whose build carries the kernel's Rust support. The kernels have
-# MODVERSIONS: the simulators built for each stand in for the driver's and
-# OFED's installed modules (install_exporters), and the DKMS-built module
-# carries their CRCs and loads beside them. Then
-# Debian's image of that kernel boots it with Debian's ib_core: the load
-# test, 02 (symbol versions), the client scenarios (40-45), one window mode
-# of 51 and one configuration of 55; and the .ko is read as the kernel's
-# .config asks (tests/kocheck). (--force-depends: the image the headers
-# name is not needed for a build.)
+# Rust, with symbol versions (MODVERSIONS through genksyms). Each arrives as
+# a new kernel does: its headers packages, as the kernels suite fetched them
+# (scripts/provision-carried.sh), installed as on a host before the driver's
+# and OFED's modules for it, so DKMS's autoinstall skips it and says why;
+# then those modules (the simulators built for it, install_exporters), whose
+# packages' trigger (dkms-rebuild) builds the module in carried mode with
+# their CRCs. Then Debian's image of that kernel boots it with Debian's
+# ib_core: the load test, 02 (symbol versions; refused beside another build
+# of the GPU driver), the client scenarios (40-45), one window mode of 51
+# and one configuration of 55; and the .ko is read as the kernel's .config
+# asks (tests/kocheck). (--force-depends: the image the headers name is not
+# needed for a build.)
 CARRIED_GUEST_ENV="STRESS_WINDOW_MODES=modern STRESS_CONFIGS=modern-revocable STRESS_CONC_OPS=20000"
 # The simulators built for a kernel (tests/sim) stand in for the NVIDIA
 # driver's and OFED's modules (no driver can load without a GPU, and MOFED's
@@ -722,12 +723,7 @@ check_crcs_taken() {
 # real_tables NAME MODULES SYMVERS: find-symvers.sh reads the CRCs of a real
 # kernel's RDMA core modules as that kernel's build wrote them in its
 # Module.symvers (tests/neighbours/real-tables.sh).
-real_tables() {
-	local out
-	out=$(tests/neighbours/real-tables.sh "packaging/$1-crc-tables" "$2" "$3" 2>&1)
-	printf '%s\n' "$out" | sed 's/^/  /'
-	pass=$((pass + $(grep -c '^PASS ' <<<"$out"))) fail=$((fail + $(grep -c '^FAIL ' <<<"$out")))
-}
+real_tables() { tool_results tests/neighbours/real-tables.sh "packaging/$1-crc-tables" "$2" "$3"; }
 # In the trixie root, for the kernel of kernel-SERIES.env (its own namespace).
 kroot() { env -u NVPM_IN_NS NVPM_KERNEL_ENV="kernel-$1.env" scripts/in-chroot.sh "${@:2}"; }
 carried_dkms() {
@@ -740,18 +736,57 @@ carried_dkms() {
 	# shellcheck source=/dev/null disable=SC2153 # KREL, CHROOT, KROOT, KDIR_HOST, DEBIAN_MODULES: the file's
 	read -r nrel debs kconfig dmods <<<"$(. "$kenv" && echo "$KREL $CHROOT$KROOT/debs $KDIR_HOST/.config $DEBIAN_MODULES")"
 	real_tables "$n" "$dmods" "${kconfig%/.config}/Module.symvers"
-	step "Debian's $nrel (no Rust): the simulators for it, then dpkg -i linux-headers-$nrel -> DKMS builds in carried mode (3-5 minutes)"
+	step "Debian's $nrel (no Rust): another build of the GPU driver, then the simulators for it"
+	# Another build of the GPU driver, for the guest's refusal (02): the GPU
+	# simulator built from a real driver's nv-p2p.h (550's, page-table ABI
+	# 1.2: Debian's nvidia-open-kernel-source, as the anchor suite fetches
+	# it), whose nvidia_p2p_* CRCs are not those of the simulator built next,
+	# which the module is built against. Built first: both build in tests/sim.
+	local other=$REPO/build/$n-other asrc
+	rm -rf "$other" && mkdir -p "$other"
+	if asrc=$(kroot "$series" tests/anchor/build.sh --fetch 2>"$LOGS/$n-other-driver.log") &&
+		kroot "$series" sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" NVPM_SIM_NV_P2P_H="$1" NVPM_SIM_EXPORT=EXPORT_SYMBOL sims' \
+			sh "$asrc/nvidia-peermem/nv-p2p.h" >>"$LOGS/$n-other-driver.log" 2>&1 &&
+		cp tests/sim/nvidia.ko "$other/nvidia-other.ko" && awk '$2 ~ /^nvidia_p2p_/' tests/sim/Module.symvers >"$other/crcs"; then
+		ok "$n-other-driver"; else bad "$n-other-driver" "see $LOGS/$n-other-driver.log"; fi
 	if kroot "$series" sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' >"$LOGS/$n-sims.log" 2>&1; then
 		ok "$n-sims"
 	else
 		bad "$n-sims" "$(tail -n 15 "$LOGS/$n-sims.log")"
 		return
 	fi
-	install_exporters "$nrel" || return
+	check "$n-sims-crcs" awk '$2 ~ /^nvidia_p2p_|_peer_memory_client$/ { n++; if ($1 ~ /^0x0+$/) z++ }
+		END { if (n < 5 || z) { print n " entries, " z " of them 0"; exit 1 } }' tests/sim/Module.symvers
+	check "$n-other-driver-crcs-differ" awk '$2 ~ /^nvidia_p2p_/ && NR == FNR { other[$2] = $1; next }
+		$2 ~ /^nvidia_p2p_/ && ($2 in other) && other[$2] != $1 { n++ }
+		END { if (n < 5) { print n " nvidia_p2p_* CRCs differ"; exit 1 } }' "$other/crcs" tests/sim/Module.symvers
+
+	# A new kernel before the driver's and OFED's modules for it: DKMS skips
+	# it (dkms.conf), the headers' installation succeeds, and the reason is
+	# printed.
+	step "a new MODVERSIONS kernel: dpkg -i linux-headers-$nrel before the driver's and OFED's modules"
 	rm -rf "$ROOT/tmp/norust-debs" && mkdir -p "$ROOT/tmp/norust-debs"
 	cp "$debs"/linux-headers-*.deb "$debs"/linux-kbuild-*.deb "$ROOT/tmp/norust-debs/"
-	if inlog_progress "$n" "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok "$n-install"; else
-		bad "$n-install" "$(grep -E 'error|Error' "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/build/make.log" 2>/dev/null | head -n 15)"; fi
+	local nlog=$LOGS/$n-no-exporters.log blog=/var/lib/dkms/nvidia-peer-memory/$V/build/make.log
+	if inlog_progress "$n-no-exporters" "dpkg -i --force-depends /tmp/norust-debs/*.deb"; then ok "$n-no-exporters-installs"; else
+		bad "$n-no-exporters-installs" "see $nlog"; fi
+	insh "$n-no-exporters-not-installed" "! dkms status -m nvidia-peer-memory -k $nrel | grep -q installed"
+	check "$n-no-exporters-says-why" sh -c "grep -q \"nvidia-peer-memory: not built for $nrel yet, it is built when the modules it imports from are installed\" '$nlog' &&
+		grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $nrel exports it; install\" '$nlog' &&
+		grep -q \"the RDMA core's (ib_register_peer_memory_client): no module of $nrel exports it\" '$nlog' &&
+		grep -q 'mlnx-ofed-kernel-dkms' '$nlog'"
+	check "$n-no-exporters-skipped" grep -q "Autoinstall on $nrel was skipped for module(s) nvidia-peer-memory" "$nlog"
+	# Skipped before compiling anything (it once went on to modpost's "undefined!").
+	insh "$n-no-exporters-stops-first" "! grep -qs '$nrel' $blog"
+
+	# The driver's and OFED's modules arrive; their packages' trigger runs
+	# dkms-rebuild, which builds for the kernel DKMS skipped.
+	install_exporters "$nrel" || return
+	step "the exporters installed: dkms-rebuild (their packages' trigger) builds nvidia_peermem for $nrel in carried mode with their CRCs"
+	if inlog_progress "$n" "/usr/lib/nvidia-peer-memory/dkms-rebuild" &&
+		grep -q "building nvidia-peer-memory $V for $nrel (the modules it imports from are installed now)" "$LOGS/$n.log"; then
+		ok "$n-install"; else
+		bad "$n-install" "$(cat "$LOGS/$n.log"; grep -E 'error|Error' "$ROOT$blog" 2>/dev/null | head -n 15)"; fi
 	# A failed build leaves its log in DKMS's build tree only.
 	mlog=$LOGS/dkms-make-$nrel.log
 	cp "$ROOT/var/lib/dkms/nvidia-peer-memory/$V/$nrel/x86_64/log/make.log" "$mlog" 2>/dev/null ||
@@ -773,6 +808,7 @@ carried_dkms() {
 		pass=$((pass + $(grep -c '^PASS' "$LOGS/$n-kocheck.log"))) fail=$((fail + $(grep -c '^FAIL' "$LOGS/$n-kocheck.log")))
 		step "Debian's $nrel boots the DKMS-built module (01, 02, 40-45, 51, 55)"
 		GUEST_PEERMEM_KO=build/dkms-$series/nvidia_peermem.ko GUEST_EXTRA_KO="$(echo tests/sim/*.ko)" \
+			GUEST_FILES=$([ -e "$other/nvidia-other.ko" ] && echo "build/$n-other/nvidia-other.ko") \
 			GUEST_SCENARIOS='0[12]-* 4[0-5]-* 51-* 55-*' GUEST_ENV=$CARRIED_GUEST_ENV GUEST_OUT=build/guest-dkms-$series \
 			kroot "$series" tests/guest/run.sh >"$LOGS/$n-guest.log" 2>&1
 		grep -E '^  (FAIL|SKIP) ' "$LOGS/$n-guest.log" | sed 's/^/  guest:/'
@@ -861,56 +897,38 @@ check rpmlint-all-packages grep -q ' 8 packages and 1 specfiles checked; 0 error
 insh rpm-kmod-contents "rpm -qpl rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -qx /lib/modules/$KREL/extra/nvidia_peermem.ko &&
 	rpm -qp --scripts rpmtop-kmod/RPMS/x86_64/nvidia_peer_memory-kmod-$V-1.x86_64.rpm | grep -q 'depmod -a $KREL'"
 
-# --- DKMS against a CONFIG_MODVERSIONS kernel -------------------------------------------------------
-# The project's debug kernel has symbol versions as Ubuntu's generic kernels
-# have them (MODVERSIONS through gendwarfksyms, extended modversions) and is
-# built with clang. It arrives as Debian's kernels do: its modules, then a
-# linux-headers package whose postinst runs the header hooks (DKMS's
-# autoinstall). The headers (scripts/debug-kernel.sh) hold the compiled Rust
-# crates, as Ubuntu's linux-lib-rust adds them. The simulators built for it
-# stand in for the NVIDIA driver's and OFED's installed modules
-# (install_exporters). Then the DKMS-built module boots with the debug
-# kernel (01, 02), and is refused beside another build of the GPU
-# driver (02: the simulator built from a real 550 driver's nv-p2p.h).
+# --- DKMS against a clang-built kernel whose headers hold its Rust crates -----------------------------
+# The project's debug kernel is built with clang and Rust. It arrives as
+# Debian's kernels do: its modules, then a linux-headers package whose
+# postinst runs the header hooks (DKMS's autoinstall). The headers
+# (scripts/debug-kernel.sh) hold the compiled Rust crates, as Ubuntu's
+# linux-lib-rust adds them: DKMS builds in kernel mode with the crates as
+# they are and the kernel's compiler (LLVM=-19). Then the debug kernel
+# boots the DKMS-built module beside the simulators built for it (01).
 # scripts/debug-kernel.sh in a mount namespace of its own (this one has the overlay).
 dk() { env -u NVPM_IN_NS scripts/debug-kernel.sh "$@"; }
-modversions_dkms() {
-	local env=$NVPM_CACHE/debug-kernel.env dkrel headers modules mv=$REPO/build/modversions sims=$REPO/tests/sim
+clang_rust_dkms() {
+	local env=$NVPM_CACHE/debug-kernel.env dkrel headers modules ko=$REPO/build/clang-dkms
 	if ! dk cached >/dev/null 2>&1; then
-		if [ -n "${NVPM_PKGTEST_MODVERSIONS:-}" ]; then
-			bad modversions-kernel "the debug kernel is not built (make debug-kernel)"
+		if [ -n "${NVPM_PKGTEST_DEBUG_KERNEL:-}" ]; then
+			bad clang-dkms-kernel "the debug kernel is not built (make debug-kernel)"
 		else
-			echo "  SKIP packaging/modversions-*: the debug kernel is not built (make debug-kernel; make check builds it first)"
+			echo "  SKIP packaging/clang-dkms-*: the debug kernel is not built (make debug-kernel; make check builds it first)"
 		fi
 		return
 	fi
-	step "DKMS against a CONFIG_MODVERSIONS kernel: the debug kernel's headers and the simulators' CRCs"
+	step "DKMS against a clang-built Rust kernel: the debug kernel's headers, with its crates"
 	# Instant when cached; makes its headers tree if an older build lacks it.
-	dk build >"$LOGS/debug-kernel.log" 2>&1 || { bad modversions-kernel "see $LOGS/debug-kernel.log"; return; }
+	dk build >"$LOGS/debug-kernel.log" 2>&1 || { bad clang-dkms-kernel "see $LOGS/debug-kernel.log"; return; }
 	# In a subshell: KREL stays the stock kernel's here.
 	# shellcheck source=/dev/null disable=SC2153
 	read -r dkrel headers modules <<<"$(. "$env" && echo "$KREL $HEADERS $MODULES")"
-	check modversions-kernel-config grep -qx 'CONFIG_MODVERSIONS=y' "$headers/.config"
-	real_tables modversions "$modules" "$headers/Module.symvers"
-	# Another build of the GPU driver, for the guest's refusal: the GPU
-	# simulator built from a real driver's nv-p2p.h (550's, page-table ABI
-	# 1.2: Debian's nvidia-open-kernel-source, as the anchor suite fetches
-	# it), whose nvidia_p2p_* CRCs are not those of the simulator built next,
-	# which the module is built against. Built first: both build in tests/sim.
-	local other=$REPO/build/modversions-other asrc
-	rm -rf "$other" && mkdir -p "$other"
-	if asrc=$(dk run tests/anchor/build.sh --fetch 2>"$LOGS/modversions-other-driver.log") &&
-		dk run sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" NVPM_SIM_NV_P2P_H="$1" NVPM_SIM_EXPORT=EXPORT_SYMBOL sims' \
-			sh "$asrc/nvidia-peermem/nv-p2p.h" >>"$LOGS/modversions-other-driver.log" 2>&1 &&
-		cp "$sims/nvidia.ko" "$other/nvidia-other.ko" && awk '$2 ~ /^nvidia_p2p_/' "$sims/Module.symvers" >"$other/crcs"; then
-		ok modversions-other-driver; else bad modversions-other-driver "see $LOGS/modversions-other-driver.log"; fi
+	check clang-dkms-kernel-config sh -c "grep -qx 'CONFIG_RUST=y' '$headers/.config' && grep -q '^CONFIG_CC_IS_CLANG=y' '$headers/.config'"
 	if dk run sh -c 'make --no-print-directory KDIR="$KDIR" KMAKE_FLAGS="$KMAKE_FLAGS" sims' \
-		>"$LOGS/modversions-sims.log" 2>&1; then ok modversions-sims; else
-		bad modversions-sims "see $LOGS/modversions-sims.log"
+		>"$LOGS/clang-dkms-sims.log" 2>&1; then ok clang-dkms-sims; else
+		bad clang-dkms-sims "see $LOGS/clang-dkms-sims.log"
 		return
 	fi
-	check modversions-sims-crcs awk '$2 ~ /^nvidia_p2p_|_peer_memory_client$/ { n++; if ($1 ~ /^0x0+$/) z++ }
-		END { if (n < 5 || z) { print n " entries, " z " of them 0"; exit 1 } }' "$sims/Module.symvers"
 	# The kernel's modules, as its linux-image package installs them (and indexes them).
 	mkdir -p "$ROOT/lib/modules" && cp -a "$modules" "$ROOT/lib/modules/$dkrel" && inr depmod "$dkrel"
 	# Its headers package, built here the way Debian's are laid out.
@@ -921,66 +939,38 @@ modversions_dkms() {
 		"$dkrel" >"$ROOT/tmp/lh/DEBIAN/control"
 	printf '#!/bin/sh -e\nlinux-run-hooks headers postinst %s -- "$@"\nexit 0\n' "$dkrel" >"$ROOT/tmp/lh/DEBIAN/postinst"
 	chmod 0755 "$ROOT/tmp/lh/DEBIAN/postinst"
-	inlog modversions-headers-deb "dpkg-deb -Zgzip -z1 --root-owner-group -b /tmp/lh /build/linux-headers-$dkrel.deb && rm -rf /tmp/lh" ||
-		{ bad modversions-headers-deb "see $LOGS/modversions-headers-deb.log"; return; }
+	inlog clang-dkms-headers-deb "dpkg-deb -Zgzip -z1 --root-owner-group -b /tmp/lh /build/linux-headers-$dkrel.deb && rm -rf /tmp/lh" ||
+		{ bad clang-dkms-headers-deb "see $LOGS/clang-dkms-headers-deb.log"; return; }
 
-	# Neither exporter installed yet: DKMS skips the kernel (dkms.conf), the
-	# headers' installation succeeds, and the reason is printed.
-	step "new MODVERSIONS kernel: dpkg -i linux-headers-$dkrel before the driver's and OFED's modules"
-	if inlog_progress modversions-no-exporters "dpkg -i linux-headers-$dkrel.deb"; then ok modversions-no-exporters-installs; else
-		bad modversions-no-exporters-installs "see $LOGS/modversions-no-exporters.log"; fi
-	local mlog=/var/lib/dkms/nvidia-peer-memory/$V/build/make.log nlog=$LOGS/modversions-no-exporters.log
-	insh modversions-no-exporters-not-installed "! dkms status -m nvidia-peer-memory -k $dkrel | grep -q installed"
-	check modversions-no-exporters-says-why sh -c "grep -q \"nvidia-peer-memory: not built for $dkrel yet, it is built when the modules it imports from are installed\" '$nlog' &&
-		grep -q \"the NVIDIA driver's (nvidia_p2p_get_pages): no module of $dkrel exports it; install\" '$nlog' &&
-		grep -q \"the RDMA core's (ib_register_peer_memory_client): no module of $dkrel exports it\" '$nlog' &&
-		grep -q 'mlnx-ofed-kernel-dkms' '$nlog'"
-	check modversions-no-exporters-skipped grep -q "Autoinstall on $dkrel was skipped for module(s) nvidia-peer-memory" "$nlog"
-	# Skipped before compiling anything (it once went on to modpost's "undefined!").
-	insh modversions-no-exporters-stops-first "! grep -qs '$dkrel' $mlog"
-
-	# The driver's and OFED's modules arrive; their packages' trigger runs
-	# dkms-rebuild, which builds for the kernel DKMS skipped.
-	install_exporters "$dkrel" || return
-	step "the exporters installed: dkms-rebuild (the driver's and OFED's packages' trigger) builds nvidia_peermem for $dkrel with their CRCs"
-	if inlog_progress modversions-dkms "/usr/lib/nvidia-peer-memory/dkms-rebuild" &&
-		grep -q "building nvidia-peer-memory $V for $dkrel (the modules it imports from are installed now)" "$LOGS/modversions-dkms.log"; then
-		ok modversions-dkms; else
-		bad modversions-dkms "$(cat "$LOGS/modversions-dkms.log"; inr cat /var/lib/nvidia-peer-memory/build-"$dkrel".log 2>/dev/null | tail -n 30)"; fi
+	# No symbol versions: nothing to wait for, DKMS builds at once.
+	step "a clang-built Rust kernel: dpkg -i linux-headers-$dkrel, DKMS builds in kernel mode"
+	if inlog_progress clang-dkms "dpkg -i linux-headers-$dkrel.deb"; then ok clang-dkms-installs; else
+		bad clang-dkms-installs "see $LOGS/clang-dkms.log"; fi
 	inr cat "/var/lib/dkms/nvidia-peer-memory/$V/$dkrel/x86_64/log/make.log" >"$LOGS/dkms-make-$dkrel.log" 2>&1
-	insh modversions-dkms-installed "dkms status -m nvidia-peer-memory -k $dkrel | grep -q '^nvidia-peer-memory/$V, $dkrel, x86_64: installed'"
-	check modversions-dkms-log grep -qF -e "CONFIG_MODVERSIONS=y: CRCs from $(exporters_at "$dkrel")/nvidia.ko.xz $(exporters_at "$dkrel")/mofed_peer_sim.ko" \
-		"$LOGS/dkms-make-$dkrel.log"
-	check modversions-dkms-clang grep -qF "was built with clang 19: LLVM=-19" "$LOGS/dkms-make-$dkrel.log"
-	check modversions-dkms-crates-as-they-are grep -q "Rust-capable already" "$LOGS/dkms-make-$dkrel.log"
-	rm -rf "$mv" && mkdir -p "$mv"
+	insh clang-dkms-installed "dkms status -m nvidia-peer-memory -k $dkrel | grep -q '^nvidia-peer-memory/$V, $dkrel, x86_64: installed'"
+	check clang-dkms-clang grep -qF "was built with clang 19: LLVM=-19" "$LOGS/dkms-make-$dkrel.log"
+	check clang-dkms-crates-as-they-are grep -q "Rust-capable already" "$LOGS/dkms-make-$dkrel.log"
+	check clang-dkms-kernel-mode grep -q '^nvidia_peermem: Rust support: kernel' "$LOGS/dkms-make-$dkrel.log"
+	rm -rf "$ko" && mkdir -p "$ko"
 	inr sh -c "f=\$(ls /lib/modules/$dkrel/updates/dkms/nvidia_peermem.ko*) && case \$f in *.xz) xz -dc \$f ;; *.zst) zstd -dcq \$f ;; *) cat \$f ;; esac" \
-		>"$mv/nvidia_peermem.ko"
-	# Its CRCs are the simulators' (the kernel checks them again at load).
-	check_crcs_taken modversions-dkms "$dkrel"
+		>"$ko/nvidia_peermem.ko"
 
-	# The other driver build's CRCs differ from the ones the module carries.
-	check modversions-other-driver-crcs-differ awk '$2 ~ /^nvidia_p2p_/ && NR == FNR { other[$2] = $1; next }
-		$2 ~ /^nvidia_p2p_/ && ($2 in other) && other[$2] != $1 { n++ }
-		END { if (n < 5) { print n " nvidia_p2p_* CRCs differ"; exit 1 } }' "$other/crcs" "$sims/Module.symvers"
-
-	step "the debug kernel boots the DKMS-built module (01, 02)"
-	GUEST_PEERMEM_KO=build/modversions/nvidia_peermem.ko GUEST_EXTRA_KO="$(cd "$REPO" && echo tests/sim/*.ko)" \
-		GUEST_FILES=$([ -e "$other/nvidia-other.ko" ] && echo build/modversions-other/nvidia-other.ko) GUEST_SCENARIOS='01-* 02-*' \
-		dk run env GUEST_OUT=build/guest-modversions tests/guest/run.sh >"$LOGS/modversions-guest.log" 2>&1
-	grep -E '^  (FAIL|SKIP) ' "$LOGS/modversions-guest.log" | sed 's/^/  guest:/'
-	if summary_add "$LOGS/modversions-guest.log" GUEST; then
-		echo "  guest on $dkrel: $summary_pass passed, $summary_fail failed (log $LOGS/modversions-guest.log)"
+	step "the debug kernel boots the DKMS-built module (01)"
+	GUEST_PEERMEM_KO=build/clang-dkms/nvidia_peermem.ko GUEST_EXTRA_KO="$(cd "$REPO" && echo tests/sim/*.ko)" GUEST_SCENARIOS='01-*' \
+		dk run env GUEST_OUT=build/guest-clang-dkms tests/guest/run.sh >"$LOGS/clang-dkms-guest.log" 2>&1
+	grep -E '^  (FAIL|SKIP) ' "$LOGS/clang-dkms-guest.log" | sed 's/^/  guest:/'
+	if summary_add "$LOGS/clang-dkms-guest.log" GUEST; then
+		echo "  guest on $dkrel: $summary_pass passed, $summary_fail failed (log $LOGS/clang-dkms-guest.log)"
 	else
-		echo "  FAIL packaging/modversions-guest: no guest summary, see $LOGS/modversions-guest.log"
+		echo "  FAIL packaging/clang-dkms-guest: no guest summary, see $LOGS/clang-dkms-guest.log"
 	fi
 
 	# Gone again, as a kernel's removal leaves it: the purge below checks the rest.
-	if inlog modversions-remove "dkms remove nvidia-peer-memory/$V -k $dkrel && dpkg --purge linux-headers-$dkrel &&
+	if inlog clang-dkms-remove "dkms remove nvidia-peer-memory/$V -k $dkrel && dpkg --purge linux-headers-$dkrel &&
 		rm -rf /lib/modules/$dkrel /build/linux-headers-$dkrel.deb"; then
-		ok modversions-remove; else bad modversions-remove "see $LOGS/modversions-remove.log"; fi
+		ok clang-dkms-remove; else bad clang-dkms-remove "see $LOGS/clang-dkms-remove.log"; fi
 }
-modversions_dkms
+clang_rust_dkms
 
 # --- purge ----------------------------------------------------------------------------------------
 step "dpkg --purge: nothing may stay behind"
