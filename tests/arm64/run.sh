@@ -11,8 +11,8 @@
 #   build of Debian's 7.3 with 64 KiB pages and symbol versions
 #   (scripts/arm64-64k-kernel.sh): 01, 02, 40-45 and 47, then the module in
 #   carried mode for 01 and 40-45.
-# NVPM_ARM64_FLAVOURS picks the flavours (default arm64 arm64-16k; the
-# 64K kernel's build is not in make check's budget yet, tests/arm64/README.md).
+# NVPM_ARM64_FLAVOURS picks the flavours (default arm64 arm64-16k; make
+# check's arm64-64k suite runs arm64-64k, after its kernel's build).
 # Ends with ARM64-SUMMARY.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -87,6 +87,11 @@ for flavour in ${NVPM_ARM64_FLAVOURS:-arm64 arm64-16k}; do
 		# Symbol versions, as on Ubuntu's linux-nvidia-64k: the module's
 		# own __versions table (scenario 02 checks the loader's side).
 		check "$flavour/modversions-config" grep -qx CONFIG_MODVERSIONS=y "$config"
+		# find-symvers.sh reads gendwarfksyms' CRCs from the RDMA core's
+		# module files as this kernel's build wrote them in Module.symvers.
+		# shellcheck source=/dev/null
+		tool_results tests/neighbours/real-tables.sh "arm64/$flavour/crc-tables" \
+			"$(. "$NVPM_CACHE/$envfile" && echo "$DEBIAN_MODULES")" "${config%/.config}/Module.symvers"
 	fi
 done
 finish
