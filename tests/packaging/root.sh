@@ -3,8 +3,8 @@
 # packaging suite runs (dpkg-buildpackage, dh-dkms, lintian, rpmbuild, rpmlint,
 # and the shell and unit checkers), DKMS, the Rust toolchain that Debian's 7.3
 # kernel names (and its cargo, which builds nvidia-peermem-doctor into the
-# packages), clang and LLVM 19 (the debug kernel, a MODVERSIONS target for
-# DKMS, is clang-built), Debian's cross toolchain for arm64 (arm64 a foreign
+# packages), clang and LLVM 19 (the debug kernel, a DKMS target of its own,
+# is clang-built), Debian's cross toolchain for arm64 (arm64 a foreign
 # dpkg architecture: gcc-aarch64-linux-gnu, libc6-dev:arm64 and Rust's
 # standard library libstd-rust-dev:arm64, for dpkg-buildpackage -a arm64 and
 # rpmbuild --target aarch64) with qemu-user to run what they build (called
