@@ -83,12 +83,44 @@ kernel_rdma() { # ROOT KREL SUFFIX
 	mkko "$1/lib/modules/$2/kernel/drivers/infiniband/core/ib_uverbs.ko$3" ib_uverbs "$2 $VM" "" kcrctab ib_umem_get=0x22222222:gpl
 }
 index() { depmod -b "$1" "$2" 2>"$work/depmod.err" || { cat "$work/depmod.err"; return 1; }; }
-# run NAME ROOT [KREL]: find-symvers.sh for KREL in ROOT; sets out, rc and table.
+# The doctor's lookup (src/doctor/examples/exporters.rs, built by the host
+# suite), held to find-symvers.sh's on each layout: the build and the
+# doctor must find the same exporters and read the same CRCs.
+EXPORTERS=${NVPM_EXPORTERS:-}
+[ -x "$EXPORTERS" ] || echo "SKIP neighbours/*-doctor-agrees: no doctor lookup (NVPM_EXPORTERS=${EXPORTERS:-unset})"
+# run NAME ROOT [KREL]: find-symvers.sh for KREL in ROOT; sets out, rc and
+# table; then NAME-doctor-agrees.
 run() {
 	rm -f "$work/table"
 	out=$(NVPM_SYSROOT=$2 sh "$FS" "${3:-$K}" "$work/table" 2>&1)
 	rc=$?
 	table=$(cat "$work/table" 2>/dev/null)
+	[ -x "$EXPORTERS" ] && doctor_agrees "$1" "$2" "${3:-$K}"
+}
+# doctor_agrees NAME ROOT KREL: where find-symvers.sh took CRCs, the doctor
+# names the same files and reads the same CRCs for the imports; where it
+# found no module exporting a symbol, neither does the doctor. (Its other
+# refusals, a module built for another kernel or without CRCs, the doctor
+# does not make: module.build compares the module's CRCs with the files.)
+doctor_agrees() {
+	local doc want got
+	doc=$("$EXPORTERS" "$2" "$3" 2>&1)
+	if [ "$rc" = 0 ]; then
+		want=$(sed -n 's/^nvidia_peermem: CONFIG_MODVERSIONS=y: CRCs from //p' <<<"$out")
+		got=$(awk -F '\t' '$1 == "file" { printf "%s%s", sep, $2; sep = " " }' <<<"$doc")
+		if [ "$want" != "$got" ]; then bad "$1-doctor-agrees" "files: find-symvers.sh \"$want\", the doctor \"$got\""; return; fi
+		want=$(awk -F '\t' '{ print tolower($1), $2 }' <<<"$table" | sort)
+		got=$(awk -F '\t' '$1 == "crc" && $3 ~ /^nvidia_p2p_|_peer_memory_client$/ { print tolower($2), $3 }' <<<"$doc" | sort)
+		if [ "$want" = "$got" ]; then ok "$1-doctor-agrees"; else bad "$1-doctor-agrees" "CRCs: find-symvers.sh [$want], the doctor [$got]"; fi
+		return
+	fi
+	local whose missing=0
+	for whose in "the NVIDIA driver" "the RDMA core"; do
+		grep -qF "$whose's (" <<<"$out" || continue
+		missing=1
+		grep -qxF "none	$whose" <<<"$doc" || { bad "$1-doctor-agrees" "find-symvers.sh finds no module for $whose; the doctor: $doc"; return; }
+	done
+	[ $missing = 0 ] || ok "$1-doctor-agrees"
 }
 # has NAME TEXT: the last run's output has TEXT (fixed string).
 has() { if grep -qF -- "$2" <<<"$out"; then ok "$1"; else bad "$1" "no \"$2\" in: $out (exit $rc)"; fi; }
@@ -272,6 +304,7 @@ run no-index "$r"
 exit_is no-index-refused 1
 has no-index-says "no module index for $K (/lib/modules/$K/modules.dep, modules.symbols): run depmod $K"
 # No modules at all for the kernel: both exporters named as missing.
+mkdir -p "$work/empty"
 run no-modules "$work/empty"
 exit_is no-modules-refused 1
 has no-modules-driver "the NVIDIA driver's (nvidia_p2p_get_pages): no module of $K exports it; install the NVIDIA driver's kernel modules for $K (Debian: nvidia-kernel-dkms"
