@@ -99,9 +99,9 @@ run() {
 }
 # doctor_agrees NAME ROOT KREL: where find-symvers.sh took CRCs, the doctor
 # names the same files and reads the same CRCs for the imports; where it
-# found no module exporting a symbol, neither does the doctor. (Its other
-# refusals, a module built for another kernel or without CRCs, the doctor
-# does not make: module.build compares the module's CRCs with the files.)
+# found no module exporting a symbol, neither does the doctor; where it
+# refused a module built for another kernel, the doctor reads that kernel
+# from it too (kernel.rust then says the build stops).
 doctor_agrees() {
 	local doc want got
 	doc=$("$EXPORTERS" "$2" "$3" 2>&1)
@@ -114,7 +114,12 @@ doctor_agrees() {
 		if [ "$want" = "$got" ]; then ok "$1-doctor-agrees"; else bad "$1-doctor-agrees" "CRCs: find-symvers.sh [$want], the doctor [$got]"; fi
 		return
 	fi
-	local whose missing=0
+	local whose missing=0 other
+	other=$(sed -n 's/.* is built for \([^ ,]*\), not for .*/\1/p' <<<"$out")
+	if [ -n "$other" ]; then
+		if grep -qxF "built-for	$other" <<<"$doc"; then ok "$1-doctor-agrees"; else bad "$1-doctor-agrees" "find-symvers.sh: built for $other; the doctor: $doc"; fi
+		return
+	fi
 	for whose in "the NVIDIA driver" "the RDMA core"; do
 		grep -qF "$whose's (" <<<"$out" || continue
 		missing=1

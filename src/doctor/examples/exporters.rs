@@ -2,8 +2,9 @@
 
 //! The doctor's view of where a build of the module takes its CRCs:
 //! `cargo run -p nvidia-peermem-doctor --example exporters -- ROOT RELEASE`
-//! prints, for each exporter, `file PATH` and its exported CRCs as
-//! `crc 0xCRC SYMBOL`, or `none WHOSE`. tests/neighbours/lookup.sh holds it
+//! prints, for each exporter, `file PATH`, the kernel it is built for as
+//! `built-for RELEASE` and its exported CRCs as `crc 0xCRC SYMBOL`, or
+//! `none WHOSE`. tests/neighbours/lookup.sh holds it
 //! to scripts/find-symvers.sh on every layout it builds: the build and the
 //! doctor must find the same files and read the same CRCs.
 
@@ -40,6 +41,13 @@ fn main() -> ExitCode {
             Some(ko) => {
                 if let Some(p) = ko.problem {
                     println!("problem\t{p}");
+                }
+                if let Some(k) = ko
+                    .modinfo
+                    .get("vermagic")
+                    .and_then(|v| v.split_whitespace().next())
+                {
+                    println!("built-for\t{k}");
                 }
                 for (name, crc) in ko.exports {
                     println!("crc\t0x{crc:08x}\t{name}");

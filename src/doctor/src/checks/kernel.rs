@@ -206,12 +206,38 @@ pub(crate) fn rust(host: &Host) -> Check {
     // core's modules installed for the kernel (scripts/find-symvers.sh).
     let release = host.release.as_deref().unwrap_or("<release>");
     let mut missing = Vec::new();
+    let mut elsewhere = Vec::new();
     for e in &host.exporters {
         let (whose, symbol) = (e.whose, e.symbol);
-        match &e.file {
-            Some(file) => detail.push(format!("MODVERSIONS: the CRCs of {whose} from {file}")),
-            None => missing.push(format!("{whose}'s {symbol}")),
+        let Some(file) = &e.file else {
+            missing.push(format!("{whose}'s {symbol}"));
+            continue;
+        };
+        detail.push(format!("MODVERSIONS: the CRCs of {whose} from {file}"));
+        // The build refuses a module built for another kernel (vermagic).
+        let built_for = e
+            .ko
+            .as_ref()
+            .and_then(|k| k.modinfo.get("vermagic"))
+            .and_then(|v| v.split_whitespace().next());
+        if let Some(other) = built_for.filter(|k| *k != release) {
+            elsewhere.push(format!("{whose}'s {file} is built for {other}"));
         }
+    }
+    if missing.is_empty() && !elsewhere.is_empty() {
+        return Check::warn(
+            ID,
+            format!(
+                "{summary}; with MODVERSIONS the build reads the CRCs of the modules it imports from, installed for \
+                 {release}, and stops: {}, not for {release}",
+                list(&elsewhere)
+            ),
+            format!(
+                "rebuild them for {release} (a DKMS module: `dkms autoinstall -k {release}`), or remove the copy \
+                 that is not; a driver built outside any package: name its module for {release} in {EXPORTERS_CONF}"
+            ),
+        )
+        .detail(detail);
     }
     if missing.is_empty() {
         return Check::ok(ID, format!("{summary}; MODVERSIONS: the build takes the CRCs of the driver's and the RDMA core's modules installed for {release}")).detail(detail);

@@ -82,8 +82,7 @@ pub struct Exporter {
     pub symbol: &'static str,
     /// Its file, if one is installed.
     pub file: Option<String>,
-    /// What the file says, read only where the installed module has CRCs
-    /// to compare with it; `None` there when it cannot be read.
+    /// What the file says; `None` when it cannot be read.
     pub ko: Option<KoFile>,
 }
 
@@ -228,7 +227,6 @@ impl Host {
             let first = files.iter().find(|f| f.origin == Origin::Ours)?;
             build::read_ko(root, &format!("{}/{}", kmod::modules_dir(r), first.rel))
         });
-        let compare = installed_ko.as_ref().is_some_and(|k| !k.crcs.is_empty());
         let exporters = EXPORTERS
             .iter()
             .map(|&(whose, symbol)| {
@@ -236,10 +234,7 @@ impl Host {
                     .as_deref()
                     .and_then(|r| build::exporter_file(root, exporters_conf.as_deref(), r, symbol));
                 Exporter {
-                    ko: file
-                        .as_deref()
-                        .filter(|_| compare)
-                        .and_then(|f| build::read_ko(root, f)),
+                    ko: file.as_deref().and_then(|f| build::read_ko(root, f)),
                     whose,
                     symbol,
                     file,

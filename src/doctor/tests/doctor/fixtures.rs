@@ -46,6 +46,7 @@ fixtures! {
     crc_driver_pending => "crc-driver-pending",
     crc_driver_pending_added => "crc-driver-pending-added",
     crc_driver_removed => "crc-driver-removed",
+    crc_exporter_other_kernel => "crc-exporter-other-kernel",
     crc_exporters_deb13 => "crc-exporters-deb13",
     crc_exporters_deb13_stale => "crc-exporters-deb13-stale",
     crc_exporter_removed => "crc-exporter-removed",
