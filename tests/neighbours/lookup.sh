@@ -459,5 +459,24 @@ kept rb-removed-module-kept
 out=$(NVPM_SYSROOT=$r sh "$FS" --driver-pending "$K" 2>&1) rc=$?
 exit_is rb-removed-not-pending-lookup 1
 
+# --- dkms.conf on these layouts: wait for the exporters, or build --------------
+# dkms_conf NAME ROOT ACTION WANT: dkms.conf sourced as DKMS sources it for
+# $K in ROOT (a MODVERSIONS kernel); WANT is "BUILD_EXCLUSIVE_KERNEL|
+# BUILD_DEPENDS" as it leaves them: ^$ skips the kernel until the exporters
+# are installed. In an autoinstall, exporters whose DKMS modules are there
+# but not built for $K are coming (DKMS builds them first): it must not
+# skip, since DKMS 3.2.2 reads dkms.conf once for the whole autoinstall.
+dkms_conf() {
+	local got
+	mkdir -p "$2/kdir" && echo CONFIG_MODVERSIONS=y >"$2/kdir/.config"
+	got=$(NVPM_SYSROOT=$2 bash -c "action=$3 kernelver=$K kernel_source_dir=$2/kdir dkms_tree=$2/var/lib/dkms
+		. ./dkms.conf 2>/dev/null; echo \"\${BUILD_EXCLUSIVE_KERNEL:-}|\${BUILD_DEPENDS[*]}\"")
+	if [ "$got" = "$4" ]; then ok "$1"; else bad "$1" "got \"$got\", want \"$4\""; fi
+}
+dkms_conf dkms-conf-autoinstall-ofed-coming "$work/ofed-not-built" autoinstall "|mlnx-ofa_kernel"
+dkms_conf dkms-conf-install-ofed-waits "$work/ofed-not-built" install '^$|'
+dkms_conf dkms-conf-autoinstall-rdma-missing-waits "$work/not-built" autoinstall '^$|nvidia-current'
+dkms_conf dkms-conf-autoinstall-all-there "$work/deb13" autoinstall "|nvidia-current"
+
 finish
 [ "$fail" = 0 ]
