@@ -13,6 +13,9 @@
 # as provision.sh's arm64 7.3 is (its cross compilers, QEMU and guest
 # userland), its headers run by the build machine's linux-kbuild package
 # of the same version (the arm64 one holds arm64 programs).
+# NVPM_CARRIED_KREL=RELEASE: that release of the series instead of the
+# newest (another kernel an admin installs beside it: make
+# check-neighbours' newkernel part); writes kernel-RELEASE.env.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -93,6 +96,11 @@ meta=$(in_chroot apt-cache $apt_opts madison "linux-image-$KARCH:$KARCH" | awk -
 KREL=$(in_chroot apt-cache $apt_opts depends "linux-image-$KARCH:$KARCH=$meta" |
 	sed -n "s/.*Depends: linux-image-\(.*-$KARCH\)\(:$KARCH\)\{0,1\}$/\1/p" | head -n 1)
 [ -n "$KREL" ] || die "provision-carried: cannot tell the kernel release of linux-image-$KARCH $meta"
+if [ -n "${NVPM_CARRIED_KREL:-}" ]; then
+	KREL=$NVPM_CARRIED_KREL
+	meta=$(in_chroot apt-cache $apt_opts madison "linux-image-$KREL-unsigned:$KARCH" | awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | sort -V | tail -n 1)
+	[ -n "$meta" ] || die "provision-carried: NVPM_CARRIED_KREL=$KREL: no linux-image-$KREL-unsigned in Debian $suite"
+fi
 KROOT=/kernels-carried/$KREL
 dir=$CHROOT$KROOT
 if [ ! -e "$dir/.complete" ]; then
@@ -124,6 +132,7 @@ if [ ! -e "$dir/.complete" ]; then
 fi
 
 env=$NVPM_CACHE/kernel-$SERIES.env
+[ -z "${NVPM_CARRIED_KREL:-}" ] || env=$NVPM_CACHE/kernel-$KREL.env
 # A foreign KARCH's build names its cross compilers (the headers'
 # .kernelvariables, provision.sh's kmake_flags).
 if [ "$KARCH" != amd64 ]; then

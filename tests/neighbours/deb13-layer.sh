@@ -23,6 +23,12 @@ DRIVER_VER=550.163.01-2
 DRIVER_PKGS="$DRIVER_PKG=$DRIVER_VER nvidia-smi=$DRIVER_VER libcuda1=$DRIVER_VER"
 # shellcheck disable=SC2034 # the parts that source this use it
 DRIVER_DKMS=nvidia-current/550.163.01
+# Debian's open flavour of the same release (contrib: NVIDIA's open kernel
+# modules, DKMS module nvidia-current-open), as order.sh installs it.
+# shellcheck disable=SC2034 # order.sh uses them
+OPEN_DRIVER_PKGS="nvidia-open-kernel-dkms=$DRIVER_VER nvidia-smi=$DRIVER_VER libcuda1=$DRIVER_VER"
+# shellcheck disable=SC2034
+OPEN_DRIVER_DKMS=nvidia-current-open/550.163.01
 
 LAYER_LOGS=$REPO/build/logs/neighbours/layer
 mkdir -p "$LAYER_LOGS"

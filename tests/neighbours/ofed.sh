@@ -87,7 +87,7 @@ OFA=/usr/src/ofa_kernel/x86_64/$K
 # --- what MOFED's DKMS package left, as it is ------------------------------------
 step "the real layout of MOFED $OFED_REL's mlnx-ofed-kernel-dkms with DKMS 3.2.2"
 inroot "dkms status; find $MODS/updates | sort; ls -l /usr/src /usr/src/ofa_kernel /usr/src/ofa_kernel/x86_64 $OFA/; ls -l /etc/alternatives/ofa_kernel_headers" >"$LOGS/layout.txt" 2>&1
-insh ofed-layout-dkms "dkms status -m ${OFED_DKMS%/*} | grep -q '^$OFED_DKMS, $K, x86_64: installed'"
+dkms_installed ofed-layout-dkms "$OFED_DKMS"
 insh ofed-layout-modules "for m in mlx_compat ib_core ib_uverbs; do test -f $MODS/updates/dkms/\$m.ko.xz; done"
 # POST_BUILD copied the headers and the table for this kernel, linked from
 # ofa_kernel/<arch>/<kernel>; "default" names one kernel's copy.
@@ -102,10 +102,9 @@ cp "$ROOT/tmp/ours" "$LOGS/ofed-crcs.txt" 2>/dev/null
 step "our packages from this tree (build_module.sh, dpkg-buildpackage -b; cargo's crates offline)"
 our_packages ofed-packages || return 0
 step "dpkg -i our packages: DKMS builds ours against the driver and MOFED's ib_uverbs (carried mode, 3-5 minutes)"
-if inroot "dpkg -i deb/nvidia-peer-memory-dkms_${V}-1_all.deb deb/nvidia-peer-memory_${V}-1_amd64.deb" >"$LOGS/install.log" 2>&1; then
-	ok ofed-ours-installs; else bad ofed-ours-installs "$(tail -n 15 "$LOGS/install.log")"; fi
-insh ofed-ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
-inroot "cat /var/lib/dkms/nvidia-peer-memory/$V/$K/x86_64/log/make.log" >"$LOGS/make.log" 2>&1
+install_ours ofed-ours-installs "$LOGS/install.log"
+dkms_installed ofed-ours-installed "nvidia-peer-memory/$V"
+ours_make_log "$LOGS/make.log"
 check ofed-crcs-from-installed grep -qF "CONFIG_MODVERSIONS=y: CRCs from $DRV $UVERBS" "$LOGS/make.log"
 carried_crcs_are ofed-crcs-carried-are-mofeds '^ib_(un)?register_peer_memory_client$' "$UVERBS" 2
 carried_crcs_are ofed-crcs-carried-are-drivers '^nvidia_p2p_' "$DRV"
@@ -113,19 +112,25 @@ insh ofed-modprobe-resolves-mofed "modprobe -S $K -n -v --ignore-install nvidia_
 
 # --- the simulator as the driver's stand-in, and the HCA ------------------------
 sims_as_driver ofed- kernel-6.12.env "/usr/src/${DRIVER_DKMS%/*}-${DRIVER_DKMS#*/}" "$LAYER.p2p-includes.h"
-step "ofed_hca_test for $K, against MOFED's headers and table ($OFA)"
-if inroot "make -C $MODS/build M=/build/src/tests/neighbours/hca OFA=$OFA KBUILD_EXTRA_SYMBOLS=$OFA/Module.symvers modules" >"$LOGS/hca.log" 2>&1 &&
-	cp "$ROOT/build/src/tests/neighbours/hca/ofed_hca_test.ko" build/neighbours/; then
-	ok ofed-hca-built; else bad ofed-hca-built "$(tail -n 15 "$LOGS/hca.log")"; fi
+# hca_built NAME: ofed_hca_test for $K in $ROOT, against MOFED's headers and
+# table there ($OFA), copied to build/neighbours.
+hca_built() {
+	step "ofed_hca_test for $K, against MOFED's headers and table ($OFA)"
+	if inroot "make -C $MODS/build M=/build/src/tests/neighbours/hca OFA=$OFA KBUILD_EXTRA_SYMBOLS=$OFA/Module.symvers modules" >"$LOGS/hca.log" 2>&1 &&
+		cp "$ROOT/build/src/tests/neighbours/hca/ofed_hca_test.ko" build/neighbours/; then
+		ok "$1"; else bad "$1" "$(tail -n 15 "$LOGS/hca.log")"; fi
+}
+hca_built ofed-hca-built
 
 # --- a guest: MOFED's core, the GPU simulator, ours, the HCA --------------------
-# mofed_guest NAME: Debian's image boots the MOFED modules DKMS installed in
-# $ROOT (updates/dkms, as there), the GPU simulator as the driver's
-# stand-in, our module, the HCA, and scenario 70 (tests/neighbours/scenarios).
+# mofed_guest NAME [KERNEL_ENV]: Debian's image (kernel-6.12.env's, or
+# KERNEL_ENV's) boots the MOFED modules DKMS installed in $ROOT$MODS
+# (updates/dkms, as there), the GPU simulator as the driver's stand-in, our
+# module, the HCA, and scenario 70 (tests/neighbours/scenarios).
 mofed_guest() {
 	rm -rf build/neighbours/mofed && mkdir -p build/neighbours/mofed
 	cp "$ROOT$MODS"/updates/dkms/{mlx_compat,ib_core,ib_uverbs}.ko.xz build/neighbours/mofed/
-	guest "$1" kernel-6.12.env "build/guest-neighbours-${1%-guest}" GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
+	guest "$1" "${2:-kernel-6.12.env}" "build/guest-neighbours-${1%-guest}" GUEST_UPDATES_KO="$(echo build/neighbours/mofed/*.ko.xz)" \
 		GUEST_EXTRA_KO="tests/sim/nvidia.ko build/neighbours/ofed_hca_test.ko" GUEST_FILES=tests/sim/mofed_peer_sim.ko \
 		GUEST_SCENARIO_DIR=tests/neighbours/scenarios GUEST_SCENARIOS='70-*' GUEST_ENV="GPU_PT_ABI=1.2 BUILT_P2P_ABI=1"
 }
@@ -164,8 +169,7 @@ if [[ $parts == *" ofed-upgrade "* ]] && ofed_layer "$OFED_OLD_REL"; then
 	inroot "sh src/scripts/find-symvers.sh --exports $UVERBS '_peer_memory_client\$' | cut -f1,2 | sort" >"$LOGS/ofed-25.07-crcs.txt" 2>&1
 	step "our packages, built against MOFED $OFED_OLD_REL's ib_uverbs"
 	our_packages ofed-upgrade-packages || return 0
-	if inroot "dpkg -i deb/nvidia-peer-memory-dkms_${V}-1_all.deb deb/nvidia-peer-memory_${V}-1_amd64.deb" >"$LOGS/upgrade-ours.log" 2>&1; then
-		ok ofed-upgrade-ours-installs; else bad ofed-upgrade-ours-installs "$(tail -n 15 "$LOGS/upgrade-ours.log")"; fi
+	install_ours ofed-upgrade-ours-installs "$LOGS/upgrade-ours.log"
 	carried_crcs_are ofed-upgrade-crcs-are-25.07s '^ib_(un)?register_peer_memory_client$' "$UVERBS" 2
 	step "MOFED $OFED_REL's package installed over $OFED_OLD_REL (dpkg -i; DKMS builds it, then ours: about 10 minutes)"
 	mkdir -p "$ROOT/build/ofed" && tar -xzf "$(tests/neighbours/ofed-src.sh "$OFED_REL")" -C "$ROOT/build/ofed" &&
@@ -175,7 +179,7 @@ if [[ $parts == *" ofed-upgrade "* ]] && ofed_layer "$OFED_OLD_REL"; then
 	insh ofed-upgrade-new-installed "dkms status -m ${OFED_DKMS%/*} | grep -q '^$OFED_DKMS, $K, x86_64: installed' && ! dkms status -m ${OFED_DKMS%/*} | grep -q 25.07"
 	inroot "sh src/scripts/find-symvers.sh --exports $UVERBS '_peer_memory_client\$' | cut -f1,2 | sort" >"$LOGS/ofed-25.10-crcs.txt" 2>&1
 	echo "  the peer-memory API's CRCs, MOFED $OFED_OLD_REL then $OFED_REL: $(paste -sd ' ' "$LOGS/ofed-25.07-crcs.txt") | $(paste -sd ' ' "$LOGS/ofed-25.10-crcs.txt")"
-	insh ofed-upgrade-ours-installed "dkms status -m nvidia-peer-memory -k $K | grep -q '^nvidia-peer-memory/$V, $K, x86_64: installed'"
+	dkms_installed ofed-upgrade-ours-installed "nvidia-peer-memory/$V"
 	carried_crcs_are ofed-upgrade-crcs-are-25.10s '^ib_(un)?register_peer_memory_client$' "$UVERBS" 2
 	check ofed-upgrade-rebuilt-by-dkms-hook grep -q 'Executing post-transaction command' "$LOGS/upgrade.log"
 	doctor ofed-upgrade-doctor

@@ -18,7 +18,10 @@
 #     registering through MOFED's ib_umem_get_peer(); MOFED's package removed;
 #     ofed-upgrade: MOFED 25.07's package, ours, then 25.10's over it;
 #   order.sh: ours first, then Debian's driver, then MOFED 25.10, each
-#     installed as an admin does, nothing cached: DKMS builds all three.
+#     installed as an admin does, nothing cached: DKMS builds all three;
+#   newkernel.sh: the driver, MOFED 25.10 and ours on 6.12, then another
+#     6.12 kernel installed with apt-get: DKMS's autoinstall builds the
+#     three for it, ours last; a guest boots that kernel with them.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
@@ -102,6 +105,23 @@ exporter_gone() {
 	insh "$1-module-kept" "dkms status -m nvidia-peer-memory -k $K | grep -q ': installed' && test \"\$(sha256sum $MODS/updates/dkms/nvidia_peermem.ko*)\" = '$ko_sum'"
 	doctor "doctor-$1"
 	module_build "doctor-$1" FAIL "imports $4 from $3, and no module installed for $K exports it" "$5"
+}
+
+# install_ours NAME LOG: dpkg -i our two packages in $ROOT (DKMS builds
+# ours where the exporters are there); NAME passes when dpkg does.
+install_ours() {
+	if inroot "dpkg -i deb/nvidia-peer-memory-dkms_${V}-1_all.deb deb/nvidia-peer-memory_${V}-1_amd64.deb" >"$2" 2>&1; then
+		ok "$1"; else bad "$1" "$(tail -n 15 "$2")"; fi
+}
+# dkms_installed NAME MODULE/VERSION [KREL]: DKMS has that build installed
+# for KREL ($K).
+dkms_installed() {
+	local k=${3:-$K}
+	insh "$1" "dkms status -m ${2%/*} -k $k | grep -q '^$2, $k, x86_64: installed'"
+}
+# ours_make_log FILE [KREL]: the make.log of DKMS's build of ours for KREL ($K).
+ours_make_log() {
+	inroot "cat /var/lib/dkms/nvidia-peer-memory/$V/${2:-$K}/x86_64/log/make.log" >"$1" 2>&1
 }
 
 # our_packages NAME: our .debs built in $ROOT from this tree
@@ -196,9 +216,10 @@ guest() {
 
 # NVPM_NEIGHBOURS: the parts to run (default all): deb13, ofed,
 # ofed-upgrade (MOFED 25.07 -> 25.10 with ours installed; needs ofed), order
-# (ours, the driver, MOFED; needs ofed), deb12, and deb12-upgrade (deb12's
+# (ours, the driver, MOFED; needs ofed), newkernel (another kernel
+# installed after all three; needs ofed), deb12, and deb12-upgrade (deb12's
 # driver upgraded 535 -> 550; needs deb12).
-parts=" ${NVPM_NEIGHBOURS:-deb13 ofed ofed-upgrade order deb12 deb12-upgrade} "
+parts=" ${NVPM_NEIGHBOURS:-deb13 ofed ofed-upgrade order newkernel deb12 deb12-upgrade} "
 if [[ $parts == *" deb13 "* ]]; then
 	# shellcheck source=tests/neighbours/deb13.sh
 	. tests/neighbours/deb13.sh
@@ -209,6 +230,10 @@ if [[ $parts == *" ofed "* ]]; then
 	if [[ $parts == *" order "* ]] && [ -n "${UVERBS:-}" ]; then
 		# shellcheck source=tests/neighbours/order.sh
 		. tests/neighbours/order.sh
+	fi
+	if [[ $parts == *" newkernel "* ]] && [ -n "${UVERBS:-}" ]; then
+		# shellcheck source=tests/neighbours/newkernel.sh
+		. tests/neighbours/newkernel.sh
 	fi
 fi
 if [[ $parts == *" deb12 "* ]]; then
