@@ -17,11 +17,12 @@
 #     MOFED's real ib_core and ib_uverbs and an HCA (tests/neighbours/hca)
 #     registering through MOFED's ib_umem_get_peer(); MOFED's package removed;
 #     ofed-upgrade: MOFED 25.07's package, ours, then 25.10's over it;
-#   order.sh: ours first, then Debian's driver, then MOFED 25.10, each
-#     installed as an admin does, nothing cached: DKMS builds all three;
+#   order.sh: ours first, then Debian's driver (its open flavour, whose
+#     build fails for 6.12, then the proprietary one), then MOFED 25.10,
+#     each installed as an admin does, nothing cached: DKMS builds all three;
 #   newkernel.sh: the driver, MOFED 25.10 and ours on 6.12, then another
-#     6.12 kernel installed with apt-get: DKMS's autoinstall builds the
-#     three for it, ours last; a guest boots that kernel with them.
+#     6.12 kernel's packages installed (dpkg -i): DKMS's first autoinstall
+#     builds the three for it, ours last; a guest boots that kernel with them.
 # Ends with "NEIGHBOURS-SUMMARY N passed, N failed". Not in make check (cold:
 # the driver layer and the package builds); its figures are in
 # tests/neighbours/README.md.
