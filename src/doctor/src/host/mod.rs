@@ -82,7 +82,9 @@ pub struct Exporter {
     pub symbol: &'static str,
     /// Its file, if one is installed.
     pub file: Option<String>,
-    /// What the file says; `None` when it cannot be read.
+    /// What the file says, read where the installed module has CRCs to
+    /// compare with it or the kernel has MODVERSIONS; `None` otherwise and
+    /// when it cannot be read.
     pub ko: Option<KoFile>,
 }
 
@@ -227,6 +229,14 @@ impl Host {
             let first = files.iter().find(|f| f.origin == Origin::Ours)?;
             build::read_ko(root, &format!("{}/{}", kmod::modules_dir(r), first.rel))
         });
+        // The exporters' files are read (and inflated: the driver's is tens
+        // of MB) only where their CRCs or vermagic matter: the installed
+        // module has CRCs to compare, or the kernel has MODVERSIONS.
+        let read_exporters = installed_ko.as_ref().is_some_and(|k| !k.crcs.is_empty())
+            || config
+                .config
+                .as_ref()
+                .is_some_and(|c| c.enabled("CONFIG_MODVERSIONS"));
         let exporters = EXPORTERS
             .iter()
             .map(|&(whose, symbol)| {
@@ -234,7 +244,10 @@ impl Host {
                     .as_deref()
                     .and_then(|r| build::exporter_file(root, exporters_conf.as_deref(), r, symbol));
                 Exporter {
-                    ko: file.as_deref().and_then(|f| build::read_ko(root, f)),
+                    ko: file
+                        .as_deref()
+                        .filter(|_| read_exporters)
+                        .and_then(|f| build::read_ko(root, f)),
                     whose,
                     symbol,
                     file,
