@@ -31,6 +31,11 @@
 #                                       DKMS module is there (registered,
 #                                       or its source in /usr/src) with no
 #                                       build of it for KREL; else exit 1
+#   find-symvers.sh --coming KREL       exit 0 when KREL lacks exporters and
+#                                       each is a DKMS module DKMS has
+#                                       (registered, none installed for
+#                                       KREL): an autoinstall builds them
+#                                       first; else exit 1
 #
 # Where an exporter is not installed as a module of KREL (a driver built by
 # hand), /etc/nvidia-peer-memory/exporters.conf names it, one line each:
@@ -50,8 +55,9 @@ case ${1:-} in
 --sources) mode=sources; shift ;;
 --exports) mode=exports; shift ;;
 --driver-pending) mode=pending; shift ;;
+--coming) mode=coming; shift ;;
 esac
-KREL=${1:?usage: find-symvers.sh [--sources|--check|--driver-pending] KREL [OUT | FILE...]; find-symvers.sh --exports FILE [RE]}
+KREL=${1:?usage: find-symvers.sh [--sources|--check|--driver-pending|--coming] KREL [OUT | FILE...]; find-symvers.sh --exports FILE [RE]}
 shift
 root=${NVPM_SYSROOT:-}
 CONF=/etc/nvidia-peer-memory/exporters.conf
@@ -212,6 +218,17 @@ driver_dkms() {
 	[ -n "$dk" ]
 }
 
+# MOFED's DKMS module (mlnx-ofed-kernel: deb, mlnx-ofa_kernel: rpm), as
+# $dk (name/version), where DKMS has one; false when it has none.
+ofed_dkms() {
+	dk=
+	for d in "$root"/var/lib/dkms/mlnx-ofed-kernel/*/source "$root"/var/lib/dkms/mlnx-ofa_kernel/*/source; do
+		[ -e "$d" ] && dk=${d%/source} && break
+	done
+	dk=${dk#"$root"/var/lib/dkms/}
+	[ -n "$dk" ]
+}
+
 # Why no exporter was found, and what to install.
 why_missing_driver() {
 	if driver_dkms && [ "$dk_how" = registered ]; then
@@ -224,13 +241,8 @@ why_missing_driver() {
 }
 why_missing_rdma() {
 	own=$(awk -F: '$1 ~ /(^|\/)ib_(core|uverbs)\.ko/ { print $1; exit }' "$moddir/modules.dep" 2>/dev/null || :)
-	# MOFED's DKMS module: mlnx-ofed-kernel (deb), mlnx-ofa_kernel (rpm).
-	dk=
-	for d in "$root"/var/lib/dkms/mlnx-ofed-kernel/*/source "$root"/var/lib/dkms/mlnx-ofa_kernel/*/source; do
-		[ -e "$d" ] && dk=${d%/source} && break
-	done
-	if [ -n "$dk" ]; then
-		echo "DKMS has ${dk#"$root"/var/lib/dkms/} but no build of it installed for $KREL: dkms autoinstall -k $KREL (needs linux-headers-$KREL), then rebuild nvidia-peer-memory"
+	if ofed_dkms; then
+		echo "DKMS has $dk but no build of it installed for $KREL: dkms autoinstall -k $KREL (needs linux-headers-$KREL), then rebuild nvidia-peer-memory"
 	elif [ -n "$own" ]; then
 		echo "$KREL's RDMA core (/lib/modules/$KREL/$own) has no peer-memory API: it is the kernel's own, not DOCA-OFED's or MLNX_OFED's; install their kernel modules for $KREL (deb: mlnx-ofed-kernel-dkms or mlnx-ofed-kernel-modules; rpm: mlnx-ofa_kernel-dkms, kmod-mlnx-ofa_kernel or mlnx-ofa_kernel-modules), or name the module in $CONF"
 	else
@@ -297,6 +309,14 @@ if [ "$mode" = pending ]; then
 	# What KREL lacks is the driver's build that DKMS has still to make.
 	[ -z "$driver" ] && [ -n "$rdma" ] && driver_dkms && [ ! -d "$root/var/lib/dkms/$dk/$KREL" ] || exit 1
 	echo "$dk"
+	exit 0
+fi
+if [ "$mode" = coming ]; then
+	# Every exporter KREL lacks is a DKMS module DKMS has: its autoinstall
+	# builds them for KREL before ours (dkms.conf's BUILD_DEPENDS).
+	[ -n "$missing" ] || exit 1
+	[ -n "$driver" ] || { driver_dkms && [ "$dk_how" = registered ]; } || exit 1
+	[ -n "$rdma" ] || ofed_dkms || exit 1
 	exit 0
 fi
 if [ -n "$missing" ]; then
